@@ -1,0 +1,60 @@
+"""The root of the CLI: builds the app from each group's commands and turns every dh error
+into one `Error:` line with a documented exit code."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+
+import typer
+
+from . import __version__, logcli, output
+from .errors import DhError
+from .mirror.cli import import_command
+from .worlds.local import db_error
+from . import paths
+
+app = typer.Typer(
+    name="dh",
+    help="Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=True,
+)
+app.command("import")(import_command)
+app.add_typer(logcli.app, name="log")
+
+
+def _version(value: bool) -> None:
+    if value:
+        output.out.print(f"dh {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print dh's version and exit"),
+) -> None:
+    """Durable harness: supervise coding-agent CLIs, log every record, resume after crashes."""
+
+
+def main() -> None:
+    try:
+        app(prog_name="dh")
+    except DhError as exc:
+        output.error_line(str(exc), exc.hint)
+        sys.exit(exc.exit_code)
+    except sqlite3.Error as exc:
+        err = db_error(exc, paths.db_path())
+        output.error_line(str(err), err.hint)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the edge: anything unexpected is still one line
+        if os.environ.get("DH_RAISE_ERRORS"):
+            raise
+        output.error_line(f"unexpected {type(exc).__name__}: {exc}",
+                          "set DH_RAISE_ERRORS=1 to see the traceback")
+        sys.exit(1)

@@ -1,0 +1,87 @@
+"""Backfill native sessions into the log. Idempotent: a session is matched by the harness's
+own id, a source by its path, and records by (source, generation, offset), so importing twice
+— or again after a kill — adds nothing that is already there."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import NativeStateError, SessionNotFound
+from ..models import Session
+from ..wrappers.base import NativeSession, NativeSource, Wrapper
+from .session import SessionMirror
+
+# How deep a native file sits below its harness home, and the folder name at the top.
+LAYOUT_DEPTH = {"claude-code": (3, "projects"), "codex": (5, "sessions"), "pi": (3, "sessions")}
+
+
+@dataclass
+class ImportReport:
+    sessions: list[dict] = field(default_factory=list)
+    added: int = 0
+    pending: int = 0
+
+    def to_dict(self) -> dict:
+        return {"sessions": self.sessions, "records_added": self.added, "pending_bytes": self.pending}
+
+
+def native_for_path(wrapper: Wrapper, path: Path) -> NativeSession:
+    """The native session a file belongs to, whether or not it sits in a harness home."""
+    path = path.resolve()
+    depth, top = LAYOUT_DEPTH.get(wrapper.name, (0, ""))
+    if depth and len(path.parents) > depth and path.parents[depth - 1].name == top:
+        home = path.parents[depth]
+        match = [s for s in wrapper.discover(home) if s.sources and s.sources[0].path == path]
+        if match:
+            return match[0]
+    source = NativeSource("jsonl", path, path.name)
+    return NativeSession(path.stem, path.parent, None, [source])
+
+
+def select(wrapper: Wrapper, home: Path, ref: str | None, all_: bool) -> list[NativeSession]:
+    if all_ or not ref:
+        return wrapper.discover(home)
+    path = Path(ref)
+    if path.exists() and wrapper.source_kind != "opencode":
+        return [native_for_path(wrapper, path)]
+    found = wrapper.find(home, ref)
+    if not found:
+        raise SessionNotFound(f"no {wrapper.name} session {ref!r} under {home}")
+    return [found]
+
+
+def log_session_for(world, wrapper: Wrapper, native: NativeSession, state: str = "imported") -> Session:
+    session = world.find_by_native(wrapper.name, native.harness_session_id)
+    if session:
+        return session
+    main = native.sources[0].path if native.sources else None
+    return world.create_session(
+        wrapper.name, harness_session_id=native.harness_session_id, cwd=native.cwd,
+        home=str(native.home), native_path=str(main) if main else None,
+        host=socket.gethostname(), state=state)
+
+
+def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session, int, int]:
+    session = log_session_for(world, wrapper, native)
+    mirror = SessionMirror(world, wrapper, session)
+    mirror.track(native)
+    result = mirror.sync()
+    return session, result.added, result.pending
+
+
+def import_sessions(world, wrapper: Wrapper, home: Path, ref: str | None = None,
+                    all_: bool = False, progress: Callable[[int, int], None] | None = None) -> ImportReport:
+    natives = select(wrapper, home, ref, all_)
+    report = ImportReport()
+    for index, native in enumerate(natives, 1):
+        session, added, pending = import_one(world, wrapper, native)
+        report.added += added
+        report.pending += pending
+        report.sessions.append({"id": session.id, "harness_session_id": session.harness_session_id,
+                                "records_added": added, "pending_bytes": pending})
+        if progress:
+            progress(index, len(natives))
+    return report

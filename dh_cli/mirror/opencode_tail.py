@@ -1,0 +1,57 @@
+"""Mirror one OpenCode session from its database: every new or changed row becomes a record.
+OpenCode updates rows in place as it streams, so a row can have several versions in the log;
+the latest is the current one. The source's `offset` counts the row versions logged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import NativeStateError
+from ..models import Source
+from ..util import short_hash
+from ..wrappers.base import Wrapper, to_record
+from ..wrappers.opencode import row_key
+from .opencode_db import session_rows
+from .tailer import TailResult
+
+
+class OpenCodeTailer:
+    def __init__(self, world, wrapper: Wrapper, source: Source, native_id: str):
+        self.world, self.wrapper, self.source, self.native_id = world, wrapper, source, native_id
+        self.known: dict[str, str] | None = None
+
+    def _load_known(self) -> dict[str, str]:
+        known = {}
+        for record in self.world.records(self.source.session_id, source_id=self.source.id):
+            known[row_key(json.loads(record.raw))] = short_hash(record.raw)
+        return known
+
+    def sync(self) -> TailResult:
+        if self.known is None:
+            self.known = self._load_known()
+        try:
+            lines = session_rows(Path(self.source.path), self.native_id)
+        except NativeStateError as exc:
+            if self.source.status != "unreadable":
+                self.source.status = "unreadable"
+                self.world.commit(self.source, [], [("source_unreadable", {"error": str(exc)})])
+            return TailResult(missing=True)
+        return TailResult(added=self._commit_changed(lines))
+
+    def _commit_changed(self, lines: list[bytes]) -> int:
+        batch, events = [], []
+        if self.source.status != "live":
+            self.source.status = "live"
+            events.append(("source_back", {"path": self.source.relpath}))
+        for raw in lines:
+            key, digest = row_key(json.loads(raw)), short_hash(raw)
+            if self.known.get(key) == digest:
+                continue
+            parsed = self.wrapper.parse(raw)
+            batch.append(to_record(parsed, self.source.id, 0, self.source.offset, raw))
+            self.source.offset += 1
+            self.known[key] = digest
+        if not batch and not events:
+            return 0
+        return self.world.commit(self.source, batch, events)

@@ -1,0 +1,158 @@
+"""Tail one native JSONL file into the log.
+
+Reads from the committed offset, cuts complete lines (a line is complete when its newline is
+written), and commits each batch of records together with the new offset. A torn last line
+stays pending until its newline arrives. The committed prefix is fingerprinted (first and last
+4 KiB before the offset); when the file shrinks or that prefix changes, the file was rewritten:
+the old generation stays in the log, and the file is read again as a new generation."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..models import Record, Source
+from ..util import short_hash
+from ..wrappers.base import Wrapper, to_record
+
+CHUNK = 1 << 20
+BATCH_BYTES = 8 << 20
+BATCH_RECORDS = 5000
+SPAN = 4096
+
+
+@dataclass
+class TailResult:
+    added: int = 0
+    pending: int = 0
+    rewritten: bool = False
+    missing: bool = False
+
+
+def fingerprint(fd: int, offset: int) -> tuple[str, str]:
+    head = os.pread(fd, min(SPAN, offset), 0)
+    start = max(0, offset - SPAN)
+    tail = os.pread(fd, offset - start, start)
+    return short_hash(head), short_hash(tail)
+
+
+def _same_prefix(fd: int, size: int, source: Source) -> str | None:
+    """Why the committed prefix no longer matches, or None when it still does."""
+    if size < source.offset:
+        return "shrunk"
+    if (source.head_hash, source.tail_hash) != fingerprint(fd, source.offset):
+        return "prefix_changed"
+    return None
+
+
+class Tailer:
+    def __init__(self, world, wrapper: Wrapper, source: Source):
+        self.world, self.wrapper, self.source = world, wrapper, source
+        self.last_msg: str | None = world.last_msg_id(source.id)
+
+    def sync(self) -> TailResult:
+        path = Path(self.source.path)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return self._mark(TailResult(missing=True), "deleted", "source_deleted")
+        except OSError as exc:
+            return self._mark(TailResult(missing=True), "unreadable", "source_unreadable",
+                              error=exc.strerror)
+        try:
+            return self._sync_fd(fd)
+        finally:
+            os.close(fd)
+
+    def _mark(self, result: TailResult, status: str, event: str, **details) -> TailResult:
+        if self.source.status != status:
+            self.source.status = status
+            self.world.commit(self.source, [], [(event, {"path": self.source.relpath, **details})])
+        return result
+
+    def _sync_fd(self, fd: int) -> TailResult:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return self._mark(TailResult(missing=True), "unreadable", "source_unreadable",
+                              error="not a regular file")
+        events, result = [], TailResult()
+        if self.source.status != "live":
+            events.append(("source_back", {"path": self.source.relpath}))
+            self.source.status = "live"
+        check = self.source.offset and self.source.kind != "file"
+        reason = _same_prefix(fd, info.st_size, self.source) if check else None
+        if reason:
+            events.append(self._new_generation(reason, info.st_size))
+            result.rewritten = True
+        self.source.inode = info.st_ino
+        if self.source.kind == "file":
+            result.added = self._read_whole(fd, events)
+        else:
+            result.added, result.pending = self._read_lines(fd, events)
+        return result
+
+    def _new_generation(self, reason: str, size: int) -> tuple:
+        old = self.source.generation
+        details = {"path": self.source.relpath, "reason": reason, "old_generation": old,
+                   "old_offset": self.source.offset, "new_size": size}
+        self.source.generation, self.source.offset, self.source.pending = old + 1, 0, 0
+        return ("source_rewritten", details)
+
+    def _read_whole(self, fd: int, events: list) -> int:
+        """A small whole-file source (e.g. a subagent's meta.json): one record per version."""
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        digest = short_hash(data)
+        if digest == self.source.tail_hash and not events:
+            return 0
+        if self.source.tail_hash is not None:
+            self.source.generation += 1
+            events.append(("source_rewritten", {"path": self.source.relpath, "reason": "changed"}))
+        record = Record(self.source.id, self.source.generation, 0, data, kind="meta")
+        self.source.offset = self.source.size = len(data)
+        self.source.tail_hash = digest
+        return self.world.commit(self.source, [record], events)
+
+    def _read_lines(self, fd: int, events: list) -> tuple[int, int]:
+        added, pos, batch, batch_bytes = 0, self.source.offset, [], 0
+        pending = bytearray()
+        scan_from = 0
+        while chunk := os.pread(fd, CHUNK, pos + len(pending)):
+            pending += chunk
+            begin = 0
+            while (newline := pending.find(b"\n", max(scan_from, begin))) >= 0:
+                raw = bytes(pending[begin:newline + 1])
+                batch.append(self._record(raw, pos))
+                pos += len(raw)
+                batch_bytes += len(raw)
+                begin = newline + 1
+            del pending[:begin]
+            scan_from = len(pending)
+            if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
+                added += self._commit(fd, batch, pos, len(pending), events)
+                batch, batch_bytes, events = [], 0, []
+        if batch or events or self.source.pending != len(pending) or pos != self.source.offset:
+            added += self._commit(fd, batch, pos, len(pending), events)
+        return added, len(pending)
+
+    def _record(self, raw: bytes, offset: int) -> Record:
+        parsed = self.wrapper.parse(raw)
+        self._dedupe_usage(parsed)
+        return to_record(parsed, self.source.id, self.source.generation, offset, raw)
+
+    def _dedupe_usage(self, parsed) -> None:
+        """A message streamed as several rows (Claude: one per content block) carries its
+        usage on each; count it once, on the first row of the run."""
+        if parsed.turn_start:
+            self.last_msg = None
+        if parsed.msg_id and parsed.role == "assistant":
+            if parsed.msg_id == self.last_msg:
+                parsed.usage = None
+            self.last_msg = parsed.msg_id
+
+    def _commit(self, fd: int, batch: list[Record], pos: int, pending: int, events: list) -> int:
+        self.source.offset, self.source.pending = pos, pending
+        self.source.size = pos + pending
+        self.source.head_hash, self.source.tail_hash = fingerprint(fd, pos)
+        return self.world.commit(self.source, batch, events)

@@ -1,0 +1,57 @@
+"""Where dh and each harness keep their files. The only place that reads DH_HOME and the
+harness home variables, so tests can make everything hermetic with environment alone."""
+
+import os
+from pathlib import Path
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / fallback
+
+
+def dh_home() -> Path:
+    value = os.environ.get("DH_HOME")
+    return Path(value) if value else _xdg("XDG_DATA_HOME", ".local/share") / "dh"
+
+
+def db_path() -> Path:
+    return dh_home() / "dh.db"
+
+
+def config_path() -> Path:
+    return _xdg("XDG_CONFIG_HOME", ".config") / "dh" / "config.toml"
+
+
+def claude_home(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    value = env.get("CLAUDE_CONFIG_DIR")
+    return Path(value) if value else Path(env.get("HOME", str(Path.home()))) / ".claude"
+
+
+def codex_home(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    value = env.get("CODEX_HOME")
+    return Path(value) if value else Path(env.get("HOME", str(Path.home()))) / ".codex"
+
+
+def pi_home(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    value = env.get("PI_CODING_AGENT_DIR")
+    return Path(value) if value else Path(env.get("HOME", str(Path.home()))) / ".pi" / "agent"
+
+
+def opencode_data_dir(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME")
+    root = Path(base) if base else Path(env.get("HOME", str(Path.home()))) / ".local" / "share"
+    return root / "opencode"
+
+
+def opencode_db(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    value = env.get("OPENCODE_DB")
+    if value:
+        path = Path(value)
+        return path if path.is_absolute() else opencode_data_dir(env) / path
+    return opencode_data_dir(env) / "opencode.db"

@@ -1,0 +1,76 @@
+"""Write a session's native state back from the log, byte-exact, under the harness's own
+layout. Every file is written to a temporary name and renamed, and a different existing file
+is never overwritten without `force`. Paths come from the log, which may have been pulled from
+another machine, so each one is checked to stay inside the target folder."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NativeStateError, RebuildConflict
+from ..models import Session, Source
+from ..util import atomic_write
+from .opencode_export import build_export
+
+
+@dataclass
+class RebuiltFile:
+    path: Path
+    bytes: int
+    status: str  # written | unchanged | replaced
+
+
+def safe_target(root: Path, relpath: str) -> Path:
+    """root/relpath, refusing anything that would land outside root."""
+    rel = Path(relpath)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise NativeStateError(f"refusing unsafe path {relpath!r} from the log")
+    target = root / rel
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise NativeStateError(f"refusing path {relpath!r}: it leaves {root}")
+    return target
+
+
+def source_bytes(world, source: Source) -> bytes:
+    """The latest generation of a source's records, concatenated."""
+    latest = world.latest_generation(source.id)
+    if latest is None:
+        return b""
+    return b"".join(r.raw for r in world.records(source.session_id, source.id, latest))
+
+
+def write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:
+    status = "written"
+    if target.exists():
+        if target.is_file() and target.read_bytes() == data:
+            return RebuiltFile(target, len(data), "unchanged")
+        if not force:
+            raise RebuildConflict(f"{target} exists and differs from the log",
+                                  hint="pass --force to replace it, or --to DIR")
+        status = "replaced"
+    atomic_write(target, data)
+    return RebuiltFile(target, len(data), status)
+
+
+def export_path(root: Path, session: Session) -> Path:
+    return safe_target(root, f"opencode-export-{session.harness_session_id}.json")
+
+
+def rebuild_session(world, session: Session, to_dir: Path | None = None,
+                    force: bool = False) -> list[RebuiltFile]:
+    out = []
+    for source in world.sources(session.id):
+        if source.kind == "opencode":
+            root = Path(to_dir) if to_dir else Path(session.home).parent
+            records = list(world.records(session.id, source.id))
+            export = build_export(records, session.harness_session_id)
+            data = (json.dumps(export, indent=2, ensure_ascii=False) + "\n").encode()
+            out.append(write_file(export_path(root, session), data, force))
+            continue
+        root = Path(to_dir) if to_dir else Path(session.home)
+        data = source_bytes(world, source)
+        if data:
+            out.append(write_file(safe_target(root, source.relpath), data, force))
+    return out

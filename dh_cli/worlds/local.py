@@ -1,0 +1,291 @@
+"""The local world: one SQLite file (WAL, 0600) shared by every dh process on the machine.
+
+Writes go through `_write()` (BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout
+instead of failing on a stale snapshot). A batch of records and the source's new offset are
+committed together, so a killed dh replays at most one batch and the replay is a no-op."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from typing import Iterator
+
+from sqlite_utils import Database
+
+from .. import paths
+from ..errors import LogDbError, SessionNotFound, AmbiguousSession
+from ..models import Event, Record, Session, Source
+from ..util import new_session_id, now_iso
+from .migrations import migrations
+
+RECORD_COLUMNS = [f.name for f in fields(Record)]
+SOURCE_COLUMNS = [f.name for f in fields(Source)]
+SESSION_COLUMNS = [f.name for f in fields(Session)]
+_INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
+    ", ".join(RECORD_COLUMNS), ", ".join("?" * len(RECORD_COLUMNS))
+)
+
+
+def _busy_timeout() -> float:
+    return float(os.environ.get("DH_DB_TIMEOUT", "30"))
+
+
+def _create_private(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+
+class LocalWorld:
+    """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
+
+    name = "local"
+
+    def __init__(self, path: Path | str | None = None, migrate: bool = True):
+        self.path = Path(path) if path else paths.db_path()
+        try:
+            self._open(migrate)
+        except sqlite3.DatabaseError as exc:
+            raise db_error(exc, self.path) from None
+
+    def _open(self, migrate: bool) -> None:
+        _create_private(self.path)
+        self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        if os.access(self.path, os.W_OK):
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.db = Database(self.conn)
+        self._check_not_newer()
+        if migrate and migrations.pending(self.db):
+            migrations.apply(self.db)
+
+    def _check_not_newer(self) -> None:
+        known = {m.name for m in migrations._migrations}
+        unknown = [m.name for m in migrations.applied(self.db) if m.name not in known]
+        if unknown:
+            raise LogDbError(f"{self.path} was written by a newer dh (schema {unknown[-1]})",
+                             hint="upgrade dh, or point DH_HOME at another folder")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def _write(self):
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # sessions -----------------------------------------------------------------------------
+    def create_session(self, harness: str, **values) -> Session:
+        now = now_iso()
+        session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
+                          created_at=now, updated_at=now, **values)
+        with self._write():
+            self.db["sessions"].insert(session.to_dict())
+        return session
+
+    def update_session(self, session_id: str, **values) -> None:
+        values["updated_at"] = now_iso()
+        with self._write():
+            self.db["sessions"].update(session_id, values)
+
+    def get_session(self, session_id: str) -> Session:
+        row = self.conn.execute(
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", [session_id]
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} in the log")
+        return Session(*row)
+
+    def find_session(self, ref: str) -> Session:
+        """A dh id, a unique prefix of one, or the harness's own session id."""
+        rows = self.conn.execute(
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ? OR"
+            " harness_session_id = ? OR id LIKE ? ESCAPE '\\' OR harness_session_id LIKE ? ESCAPE '\\'",
+            [ref, ref, _like_prefix(ref), _like_prefix(ref)],
+        ).fetchall()
+        exact = [r for r in rows if ref in (r[0], r[2])]
+        matches = exact or rows
+        if not matches:
+            raise SessionNotFound(f"no session matches {ref!r}", hint="see `dh log list`")
+        if len(matches) > 1:
+            ids = ", ".join(r[0] for r in matches[:5])
+            raise AmbiguousSession(f"{ref!r} matches {len(matches)} sessions: {ids}",
+                                   hint="give more characters of the id")
+        return Session(*matches[0])
+
+    def find_by_native(self, harness: str, native_id: str) -> Session | None:
+        row = self.conn.execute(
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE harness = ? AND harness_session_id = ?",
+            [harness, native_id],
+        ).fetchone()
+        return Session(*row) if row else None
+
+    def list_sessions(self, harness: str | None = None) -> list[dict]:
+        where, args = ("WHERE s.harness = ?", [harness]) if harness else ("", [])
+        sql = f"""
+            SELECT s.*, (SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id
+                         WHERE o.session_id = s.id) AS records,
+                   (SELECT MAX(r.ts) FROM records r JOIN sources o ON o.id = r.source_id
+                         WHERE o.session_id = s.id) AS last_record_at
+            FROM sessions s {where} ORDER BY s.created_at, s.id"""
+        cursor = self.conn.execute(sql, args)
+        names = [d[0] for d in cursor.description]
+        out = [dict(zip(names, row)) for row in cursor]
+        for item in out:
+            item["tokens"] = self.token_totals(item["id"])
+        return out
+
+    # sources ------------------------------------------------------------------------------
+    def add_source(self, session_id: str, kind: str, relpath: str, path: str | None) -> Source:
+        existing = self.get_source(session_id, relpath)
+        if existing:
+            return existing
+        source = Source(id=new_session_id(), session_id=session_id, kind=kind, relpath=relpath,
+                        path=path, updated_at=now_iso())
+        with self._write():
+            self.db["sources"].insert(vars(source), ignore=True)
+        return self.get_source(session_id, relpath)
+
+    def get_source(self, session_id: str, relpath: str) -> Source | None:
+        row = self.conn.execute(
+            f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources WHERE session_id = ? AND relpath = ?",
+            [session_id, relpath],
+        ).fetchone()
+        return Source(*row) if row else None
+
+    def sources(self, session_id: str) -> list[Source]:
+        rows = self.conn.execute(
+            f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources WHERE session_id = ? ORDER BY rowid",
+            [session_id],
+        ).fetchall()
+        return [Source(*row) for row in rows]
+
+    def commit(self, source: Source, records: list[Record], events: list[tuple] = ()) -> int:
+        """Append records, save the source's new position and journal what happened to it
+        (`events`: (type, details) pairs), all in one transaction."""
+        source.updated_at = now_iso()
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(_INSERT_RECORD, [_record_row(r) for r in records])
+            added = conn.total_changes - before
+            for type_, details in events:
+                self._insert_event(conn, source.session_id, type_, details, None, "info")
+            conn.execute(
+                "UPDATE sources SET {} WHERE id = ?".format(
+                    ", ".join(f"{c} = ?" for c in SOURCE_COLUMNS[1:])),
+                [getattr(source, c) for c in SOURCE_COLUMNS[1:]] + [source.id],
+            )
+        return added
+
+    # records ------------------------------------------------------------------------------
+    def records(self, session_id: str, source_id: str | None = None,
+                generation: int | None = None, columns: list[str] | None = None) -> Iterator[Record]:
+        """Records of a session in native order: by source, generation, then byte offset."""
+        clauses, args = ["o.session_id = ?"], [session_id]
+        if source_id is not None:
+            clauses.append("r.source_id = ?")
+            args.append(source_id)
+        if generation is not None:
+            clauses.append("r.generation = ?")
+            args.append(generation)
+        cursor = self.conn.execute(
+            f"SELECT {', '.join('r.' + c for c in RECORD_COLUMNS)} FROM records r"
+            f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
+            " ORDER BY o.rowid, r.generation, r.offset", args)
+        for row in cursor:
+            yield Record(*row)
+
+    def record_count(self, session_id: str) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id"
+            " WHERE o.session_id = ?", [session_id]).fetchone()[0]
+
+    def last_msg_id(self, source_id: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT msg_id FROM records WHERE source_id = ? AND role = 'assistant'"
+            " ORDER BY generation DESC, offset DESC LIMIT 1", [source_id]).fetchone()
+        return row[0] if row else None
+
+    def latest_generation(self, source_id: str) -> int | None:
+        return self.conn.execute("SELECT MAX(generation) FROM records WHERE source_id = ?",
+                                 [source_id]).fetchone()[0]
+
+    def source_stats(self, source_id: str) -> tuple[int, int]:
+        """(number of generations, number of records) logged for a source."""
+        return self.conn.execute(
+            "SELECT COUNT(DISTINCT generation), COUNT(*) FROM records WHERE source_id = ?",
+            [source_id]).fetchone()
+
+    def token_totals(self, session_id: str) -> dict:
+        """Token usage summed once per model call. JSONL rows carry it once already (see the
+        tailer); an OpenCode message row is logged at each update, and its last version wins."""
+        row = self.conn.execute(
+            """SELECT COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0),
+                      COALESCE(SUM(tokens_cache_read),0), COALESCE(SUM(tokens_cache_write),0),
+                      COUNT(*)
+               FROM (SELECT r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
+                            ROW_NUMBER() OVER (PARTITION BY o.id, r.generation,
+                                   CASE WHEN o.kind = 'opencode' THEN r.msg_id ELSE r.id END
+                                               ORDER BY r.offset DESC) AS rn
+                     FROM records r JOIN sources o ON o.id = r.source_id
+                     WHERE o.session_id = ? AND r.tokens_in IS NOT NULL
+                       AND r.generation = (SELECT MAX(generation) FROM records x WHERE x.source_id = o.id))
+               WHERE rn = 1""", [session_id]).fetchone()
+        return {"input": row[0], "output": row[1], "cache_read": row[2], "cache_write": row[3],
+                "model_calls": row[4]}
+
+    # events -------------------------------------------------------------------------------
+    def add_event(self, session_id: str, type: str, details: dict | None = None,
+                  attempt: int | None = None, phase: str | None = None) -> Event:
+        with self._write() as conn:
+            return self._insert_event(conn, session_id, type, details, attempt, phase)
+
+    @staticmethod
+    def _insert_event(conn, session_id, type_, details, attempt, phase) -> Event:
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?",
+                           [session_id]).fetchone()[0]
+        event = Event(session_id, seq, now_iso(), attempt, type_, phase, details or {})
+        conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [session_id, seq, event.at, attempt, type_, phase,
+                      json.dumps(event.details, sort_keys=True)])
+        return event
+
+    def events(self, session_id: str, after_seq: int = 0) -> list[Event]:
+        rows = self.conn.execute(
+            "SELECT session_id, seq, at, attempt, type, phase, details FROM events"
+            " WHERE session_id = ? AND seq > ? ORDER BY seq", [session_id, after_seq]).fetchall()
+        return [Event(*row[:6], json.loads(row[6] or "{}")) for row in rows]
+
+
+def _record_row(record: Record) -> tuple:
+    return tuple(getattr(record, c) for c in RECORD_COLUMNS)
+
+
+def _like_prefix(ref: str) -> str:
+    escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return LogDbError(f"the log {path} is locked by another process",
+                          hint="wait for the other dh to finish, or raise DH_DB_TIMEOUT")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return LogDbError(f"the log {path} is corrupt ({text})",
+                          hint="move it aside; `dh import` can rebuild the log from native files")
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return LogDbError(f"cannot write the log {path} ({text})",
+                          hint="check the file's permissions and the free disk space")
+    return LogDbError(f"log database error: {text} ({path})")

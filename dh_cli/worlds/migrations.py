@@ -1,0 +1,71 @@
+"""The local log's schema, as named migrations. Shipped migrations are never edited: a change
+is a new function appended at the end with the next number."""
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("dh")
+
+
+@migrations()
+def m001_sessions(db: Database) -> None:
+    # One row per logical session under dh, across every relaunch of the harness.
+    db["sessions"].create(
+        {
+            "id": str, "harness": str, "harness_session_id": str, "harness_version": str,
+            "cwd": str, "home": str, "native_path": str, "project_key": str, "argv": str,
+            "host": str, "state": str, "attempts": int, "created_at": str, "updated_at": str,
+        },
+        pk="id",
+        not_null={"harness", "state", "created_at", "updated_at"},
+        defaults={"state": "new", "attempts": 0},
+    )
+    db["sessions"].create_index(["harness", "harness_session_id"])
+
+
+@migrations()
+def m002_sources(db: Database) -> None:
+    # A native file (or store) tracked for a session. `offset` is what is committed: every
+    # complete record before it is in `records`; bytes after it are re-read next time.
+    db["sources"].create(
+        {
+            "id": str, "session_id": str, "kind": str, "relpath": str, "path": str,
+            "generation": int, "offset": int, "size": int, "inode": int, "head_hash": str,
+            "tail_hash": str, "pending": int, "status": str, "updated_at": str,
+        },
+        pk="id",
+        foreign_keys=[("session_id", "sessions", "id")],
+        not_null={"session_id", "kind", "relpath"},
+        defaults={"generation": 0, "offset": 0, "pending": 0, "status": "live"},
+    )
+    db["sources"].create_index(["session_id", "relpath"], unique=True)
+
+
+@migrations()
+def m003_records(db: Database) -> None:
+    # Native records byte-exact in `raw`, plus columns extracted for queries. The natural key
+    # (source, generation, offset) makes every append idempotent.
+    db["records"].create(
+        {
+            "id": int, "source_id": str, "generation": int, "offset": int, "raw": bytes,
+            "kind": str, "native_id": str, "parent_id": str, "role": str, "tool_name": str,
+            "tool_call_id": str, "model": str, "msg_id": str, "tokens_in": int,
+            "tokens_out": int, "tokens_cache_read": int, "tokens_cache_write": int,
+            "ts": str, "flags": str,
+        },
+        pk="id",
+        not_null={"source_id", "generation", "offset", "raw"},
+    )
+    db["records"].create_index(["source_id", "generation", "offset"], unique=True)
+
+
+@migrations()
+def m004_events(db: Database) -> None:
+    # dh's own journal: an intent before each action, an outcome after.
+    db["events"].create(
+        {
+            "session_id": str, "seq": int, "at": str, "attempt": int, "type": str,
+            "phase": str, "details": str,
+        },
+        pk=("session_id", "seq"),
+        not_null={"type", "at"},
+    )

@@ -1,0 +1,137 @@
+"""What every harness wrapper provides. Wrappers are pure: they read native records and say
+how to launch, find, repair and resume a harness; they never spawn processes or touch SQL."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..models import Parsed, Record, ToolCall
+
+
+@dataclass
+class NativeSource:
+    kind: str  # jsonl | file | opencode
+    path: Path  # absolute, on this machine
+    relpath: str  # relative to the harness home
+
+
+@dataclass
+class NativeSession:
+    harness_session_id: str
+    home: Path
+    cwd: str | None
+    sources: list[NativeSource] = field(default_factory=list)
+
+
+@dataclass
+class TurnState:
+    complete: bool  # the last turn ended with a final answer
+    dangling: list[ToolCall]  # tool calls with no result
+    started: bool = True  # any conversation at all
+
+
+def load_json(raw: bytes) -> tuple[object | None, list[str]]:
+    """Decode one native line; bad bytes are flagged, never fatal."""
+    flags = []
+    if b"\x00" in raw:
+        flags.append("nul")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        flags.append("bad_utf8")
+        text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text), flags
+    except ValueError:
+        flags.append("bad_json")
+        return None, flags
+
+
+def text_of(content) -> str:
+    """Plain text of a message content that is a string or a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for block in content:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif isinstance(block, str):
+            parts.append(block)
+    return "\n".join(parts)
+
+
+class Wrapper:
+    name: str = ""
+    aliases: tuple[str, ...] = ()
+    binary: str = ""
+    source_kind: str = "jsonl"
+
+    # finding native state -----------------------------------------------------------------
+    def home(self, env: dict | None = None) -> Path:
+        raise NotImplementedError
+
+    def discover(self, home: Path) -> list[NativeSession]:
+        """Every session the harness keeps under home."""
+        raise NotImplementedError
+
+    def find(self, home: Path, ref: str) -> NativeSession | None:
+        """A session by the harness's own id or by path."""
+        path = Path(ref)
+        for session in self.discover(home):
+            if session.harness_session_id == ref:
+                return session
+            if any(s.path == path.resolve() for s in session.sources) if path.exists() else False:
+                return session
+        return None
+
+    # reading records ----------------------------------------------------------------------
+    def parse(self, raw: bytes) -> Parsed:
+        obj, flags = load_json(raw)
+        if not isinstance(obj, dict):
+            return Parsed(kind="invalid", flags=flags or ["not_object"])
+        parsed = self.parse_obj(obj)
+        parsed.flags.extend(flags)
+        return parsed
+
+    def parse_obj(self, obj: dict) -> Parsed:
+        raise NotImplementedError
+
+    def conversation(self, records: list[Record]) -> list[Parsed]:
+        """The parsed records that make up the main conversation, in order."""
+        return [self.parse(r.raw) for r in records]
+
+    def turn_state(self, records: list[Record]) -> TurnState:
+        parsed = self.conversation(records)
+        calls: dict[str, ToolCall] = {}
+        answered: set[str] = set()
+        for p in parsed:
+            for call in p.tool_calls:
+                calls.setdefault(call.id, call)
+            answered.update(r.call_id for r in p.tool_results)
+        dangling = [c for cid, c in calls.items() if cid not in answered]
+        started = any(p.kind in ("user", "assistant", "tool_call") for p in parsed)
+        return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
+
+    def is_complete(self, parsed: list[Parsed]) -> bool:
+        raise NotImplementedError
+
+
+def to_record(parsed: Parsed, source_id: str, generation: int, offset: int, raw: bytes) -> Record:
+    """The log row for one native record: raw bytes plus the columns dh queries on."""
+    usage = parsed.usage or {}
+    call = parsed.tool_calls[0] if parsed.tool_calls else None
+    result = parsed.tool_results[0] if parsed.tool_results else None
+    return Record(
+        source_id=source_id, generation=generation, offset=offset, raw=raw,
+        kind=parsed.kind, native_id=parsed.native_id, parent_id=parsed.parent_id,
+        role=parsed.role, tool_name=call.name if call else None,
+        tool_call_id=call.id if call else (result.call_id if result else None),
+        model=parsed.model, msg_id=parsed.msg_id,
+        tokens_in=usage.get("in"), tokens_out=usage.get("out"),
+        tokens_cache_read=usage.get("cache_read"), tokens_cache_write=usage.get("cache_write"),
+        ts=parsed.ts, flags=",".join(parsed.flags) or None,
+    )
