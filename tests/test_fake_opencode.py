@@ -12,14 +12,13 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer
 
-FAKE = Path(__file__).resolve().parent / "fakes" / "fake_opencode.py"
 FIXTURE_DIRS = [Path(__file__).resolve().parent / "fixtures" / "real" / "opencode",
                 Path("/work/shared/fixtures/real/opencode")]
 INTERRUPTED = "[Tool execution was interrupted]"
@@ -50,6 +49,7 @@ class World:
         (config / "opencode.json").write_text(json.dumps(
             {"model": "mock/mock-model", "provider": {"mock": provider}}))
         self.data = tmp / "data"
+        self.bin = install_fake_harnesses(tmp / "bin")["opencode"]
         self.env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and not k.startswith("DH_FAKE")}
         self.env.update(HOME=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_DATA_HOME=str(self.data),
                         XDG_STATE_HOME=str(tmp / "state"), XDG_CACHE_HOME=str(tmp / "cache"),
@@ -62,7 +62,7 @@ class World:
     def opencode(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
         cwd = cwd or self.proj
         full_env = {**self.env, "PWD": str(cwd), **env}
-        return subprocess.run([sys.executable, str(FAKE), *args], cwd=cwd, env=full_env, text=True,
+        return subprocess.run([str(self.bin), *args], cwd=cwd, env=full_env, text=True,
                               capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
 
     def run(self, *prompt: str, **env: str) -> subprocess.CompletedProcess:
@@ -143,6 +143,7 @@ def test_headless_turn_writes_rows_like_the_real_one(world):
     assert {e["sessionID"] for e in events} == {world.rows("session")[0]["id"]}
     assert (world.proj / "steps.log").read_text() == "step0\n"
     assert (world.proj / "a.txt").read_text() == "alpha\n"
+    assert Path(f"{world.db_path}-wal").stat().st_size > 0  # left un-checkpointed, like the real one
     log = proc.stderr.splitlines()
     assert 'message="exiting loop"' in log[-2]
     assert log[-1].endswith(f'message="disposing instance" directory={world.proj}')

@@ -1106,8 +1106,8 @@ def split_globals(argv: list[str]) -> tuple[list[str], dict]:
 COMMANDS = {"run": cmd_run, "export": cmd_export, "import": cmd_import, "session": cmd_session}
 
 
-def main(argv: list[str] | None = None) -> int:
-    rest, flags = split_globals(list(sys.argv[1:] if argv is None else argv))
+def dispatch(argv: list[str]) -> int:
+    rest, flags = split_globals(argv)
     args = build_parser().parse_args(rest)
     args.print_logs = flags["print_logs"]
     if args.version:
@@ -1118,16 +1118,19 @@ def main(argv: list[str] | None = None) -> int:
     return COMMANDS[args.command](args)
 
 
-def exit_now(code: int) -> None:
-    """Leave like the real one: no WAL checkpoint on close (the data may stay in -wal)."""
+def main(argv: list[str] | None = None) -> int:
+    """With `argv`: run in-process and return. Without (as a program): run, then leave like the
+    real one, with no WAL checkpoint on close, so committed rows may still sit in `-wal`."""
+    if argv is not None:
+        return dispatch(list(argv))
+    try:
+        status = dispatch(sys.argv[1:])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    os._exit(status)
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    exit_now(status)
+    main()
