@@ -40,21 +40,24 @@ def root(
     """Durable harness: supervise coding-agent CLIs, log every record, resume after crashes."""
 
 
+def report_error(exc: BaseException) -> int:
+    """Print one `Error:` line for exc and return the exit code it maps to."""
+    if isinstance(exc, sqlite3.Error):
+        exc = db_error(exc, paths.db_path())
+    if isinstance(exc, DhError):
+        output.error_line(str(exc), exc.hint)
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if os.environ.get("DH_RAISE_ERRORS"):
+        raise exc
+    output.error_line(f"unexpected {type(exc).__name__}: {exc}",
+                      "set DH_RAISE_ERRORS=1 to see the traceback")
+    return 1
+
+
 def main() -> None:
     try:
         app(prog_name="dh")
-    except DhError as exc:
-        output.error_line(str(exc), exc.hint)
-        sys.exit(exc.exit_code)
-    except sqlite3.Error as exc:
-        err = db_error(exc, paths.db_path())
-        output.error_line(str(err), err.hint)
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:  # the edge: anything unexpected is still one line
-        if os.environ.get("DH_RAISE_ERRORS"):
-            raise
-        output.error_line(f"unexpected {type(exc).__name__}: {exc}",
-                          "set DH_RAISE_ERRORS=1 to see the traceback")
-        sys.exit(1)
+    except (Exception, KeyboardInterrupt) as exc:  # the edge: everything is one line
+        sys.exit(report_error(exc))

@@ -37,7 +37,7 @@ class _Builder:
         self.calls: dict[str, dict] = {}
         self.roles: dict[str, str] = {}
 
-    def add(self, p: Parsed, usage_by_msg: dict) -> None:
+    def add(self, p: Parsed) -> None:
         if p.msg_id and p.role:
             self.roles[p.msg_id] = p.role
         if p.flags:
@@ -46,8 +46,8 @@ class _Builder:
             self._prompt(p)
         elif p.kind in ("assistant", "text", "tool_call") and p.text:
             self._emit("assistant", p, text=_short(p.text, 400))
-        if p.kind in ("assistant", "tool_call") and p.msg_id and (p.usage or p.msg_id in usage_by_msg):
-            self._model_call(p, usage_by_msg.get(p.msg_id) or p.usage)
+        if p.usage:
+            self._model_call(p, p.usage)
         for call in p.tool_calls:
             self._tool_call(call)
         for result in p.tool_results:
@@ -83,19 +83,12 @@ class _Builder:
 
 
 def _use_logged_usage(records: list, parsed: list[Parsed]) -> None:
-    """JSONL records map one-to-one to parsed ones; the log holds each call's usage once."""
+    """JSONL records map one-to-one to parsed ones; the log holds each call's usage once.
+    (OpenCode's conversation is the latest version of each row, so its usage is final.)"""
     for record, p in zip(records, parsed):
         p.usage = None if record.tokens_in is None else {
             "input": record.tokens_in, "output": record.tokens_out,
             "cache_read": record.tokens_cache_read, "cache_write": record.tokens_cache_write}
-
-
-def _usage_by_message(parsed: list[Parsed]) -> dict:
-    usage = {}
-    for p in parsed:
-        if p.msg_id and p.usage:
-            usage[p.msg_id] = p.usage  # the last record of a message carries its final usage
-    return usage
 
 
 def build_view(world, session: Session) -> SessionView:
@@ -105,11 +98,10 @@ def build_view(world, session: Session) -> SessionView:
         records = _latest(world, session.id, source)
         parsed = wrapper.conversation(records)
         builder = _Builder(source.relpath)
-        usage = _usage_by_message(parsed) if source.kind == "opencode" else {}
         if source.kind != "opencode":
             _use_logged_usage(records, parsed)
         for p in parsed:
-            builder.add(p, usage)
+            builder.add(p)
         view.items.extend(builder.items)
         if index == 0:
             state = wrapper.turn_state(records)

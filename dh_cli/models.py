@@ -29,7 +29,7 @@ class Session:
 
 @dataclass
 class Source:
-    id: str
+    id: int
     session_id: str
     kind: str  # "jsonl" | "file" | "opencode"
     relpath: str  # relative to the harness home: where a rebuild puts it
@@ -59,7 +59,7 @@ class ToolResult:
     text: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     """One native record read by a wrapper: its kind and the facts dh queries on."""
 
@@ -73,7 +73,7 @@ class Parsed:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
-    usage: dict | None = None  # {"in","out","cache_read","cache_write"}
+    usage: dict | None = None  # {"input","output","cache_read","cache_write"}
     ts: str | None = None
     synthetic: bool = False  # written by a harness's own resume path, not a real turn
     turn_end: bool = False  # this record marks the end of a turn (e.g. Codex task_complete)
@@ -83,10 +83,11 @@ class Parsed:
 
 @dataclass
 class Record:
-    source_id: str
+    source_id: int
     generation: int
     offset: int
-    raw: bytes
+    raw: bytes  # always the plain native bytes in memory; the world encodes them on disk
+    codec: int | None = None
     kind: str | None = None
     native_id: str | None = None
     parent_id: str | None = None
@@ -99,7 +100,7 @@ class Record:
     tokens_out: int | None = None
     tokens_cache_read: int | None = None
     tokens_cache_write: int | None = None
-    ts: str | None = None
+    ts: int | None = None  # epoch milliseconds
     flags: str | None = None
 
 

@@ -11,7 +11,7 @@ from .logview import SessionView
 def _tokens(t: dict | None) -> str:
     if not t:
         return ""
-    return f"{t.get('input', t.get('in', 0))} in / {t.get('output', t.get('out', 0))} out"
+    return f"{t.get('input', 0)} in / {t.get('output', 0)} out"
 
 
 def session_table(sessions: list[dict]) -> None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models import Record, Source
+from ..models import Source
 from ..util import short_hash
+from ..worlds.local import encode_rows
 from ..wrappers.base import Wrapper, to_record
 
 CHUNK = 1 << 20
@@ -109,32 +111,32 @@ class Tailer:
         if self.source.tail_hash is not None:
             self.source.generation += 1
             events.append(("source_rewritten", {"path": self.source.relpath, "reason": "changed"}))
-        record = Record(self.source.id, self.source.generation, 0, data, kind="meta")
+        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 13
         self.source.offset = self.source.size = len(data)
         self.source.tail_hash = digest
         return self.world.commit(self.source, [record], events)
 
     def _read_lines(self, fd: int, events: list) -> tuple[int, int]:
-        added, pos, batch, batch_bytes = 0, self.source.offset, [], 0
-        pending = bytearray()
-        scan_from = 0
-        while chunk := os.pread(fd, CHUNK, pos + len(pending)):
-            pending += chunk
-            begin = 0
-            while (newline := pending.find(b"\n", max(scan_from, begin))) >= 0:
-                raw = bytes(pending[begin:newline + 1])
-                batch.append(self._record(raw, pos))
-                pos += len(raw)
-                batch_bytes += len(raw)
-                begin = newline + 1
-            del pending[:begin]
-            scan_from = len(pending)
-            if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
-                added += self._commit(fd, batch, pos, len(pending), events)
-                batch, batch_bytes, events = [], 0, []
-        if batch or events or self.source.pending != len(pending) or pos != self.source.offset:
-            added += self._commit(fd, batch, pos, len(pending), events)
-        return added, len(pending)
+        with _Encoder(self, fd) as encoder:
+            pos, batch, batch_bytes = self.source.offset, [], 0
+            pending, scan_from = bytearray(), 0
+            while chunk := os.pread(fd, CHUNK, pos + len(pending)):
+                pending += chunk
+                begin = 0
+                while (newline := pending.find(b"\n", max(scan_from, begin))) >= 0:
+                    raw = bytes(pending[begin:newline + 1])
+                    batch.append(self._record(raw, pos))
+                    pos += len(raw)
+                    batch_bytes += len(raw)
+                    begin = newline + 1
+                del pending[:begin]
+                scan_from = len(pending)
+                if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
+                    encoder.submit(batch, pos, len(pending), events)
+                    batch, batch_bytes, events = [], 0, []
+            if batch or events or self.source.pending != len(pending) or pos != encoder.offset:
+                encoder.submit(batch, pos, len(pending), events)
+        return encoder.added, len(pending)
 
     def _record(self, raw: bytes, offset: int) -> Record:
         parsed = self.wrapper.parse(raw)
@@ -151,8 +153,40 @@ class Tailer:
                 parsed.usage = None
             self.last_msg = parsed.msg_id
 
-    def _commit(self, fd: int, batch: list[Record], pos: int, pending: int, events: list) -> int:
+    def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list) -> int:
         self.source.offset, self.source.pending = pos, pending
         self.source.size = pos + pending
         self.source.head_hash, self.source.tail_hash = fingerprint(fd, pos)
         return self.world.commit(self.source, batch, events)
+
+
+class _Encoder:
+    """Deflates batch N on a helper thread (zlib releases the GIL) while this thread parses
+    batch N+1; batches are committed here, strictly in order, each with its own offset."""
+
+    def __init__(self, tailer: Tailer, fd: int):
+        self.tailer, self.fd, self.added = tailer, fd, 0
+        self.offset = tailer.source.offset
+        self.waiting: tuple | None = None
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-deflate")
+
+    def _flush(self) -> None:
+        if self.waiting is not None:
+            future, pos, pending, events = self.waiting
+            self.waiting = None
+            self.added += self.tailer._commit(self.fd, future.result(), pos, pending, events)
+
+    def submit(self, batch: list, pos: int, pending: int, events: list) -> None:
+        self._flush()
+        self.offset = pos
+        self.waiting = (self.pool.submit(encode_rows, batch), pos, pending, events)
+
+    def __enter__(self) -> "_Encoder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self._flush()
+        finally:
+            self.pool.shutdown(wait=True)

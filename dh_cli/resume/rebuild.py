@@ -38,7 +38,7 @@ def source_bytes(world, source: Source) -> bytes:
     latest = world.latest_generation(source.id)
     if latest is None:
         return b""
-    return b"".join(r.raw for r in world.records(source.session_id, source.id, latest))
+    return b"".join(world.raw_lines(source.id, latest))
 
 
 def write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import zlib
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -34,10 +35,31 @@ def _busy_timeout() -> float:
     return float(os.environ.get("DH_DB_TIMEOUT", "30"))
 
 
-def _create_private(path: Path) -> None:
+def _create_private(path: Path) -> bool:
+    """Create the file 0600 (and its folder 0700) before SQLite opens it; True if new."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    if path.exists():
+        return False
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    return True
+
+
+# Large pages pack kilobyte-sized JSON lines with little waste; the log stays near native size.
+PAGE_SIZE = 65536
+DEFLATE_MIN = 1024  # lines shorter than this are stored as they are
+_WBITS = -12  # raw deflate with a 4 KiB window: cheap to set up per record
+
+
+def encode_raw(raw: bytes) -> tuple[bytes, int | None]:
+    if len(raw) < DEFLATE_MIN:
+        return raw, None
+    packed = zlib.compress(raw, 1, _WBITS)
+    return (packed, 1) if len(packed) < len(raw) else (raw, None)
+
+
+def decode_raw(data: bytes, codec: int | None) -> bytes:
+    """codec None or 0: stored as written; 1: raw deflate."""
+    return zlib.decompress(data, _WBITS) if codec == 1 else bytes(data)
 
 
 class LocalWorld:
@@ -53,9 +75,11 @@ class LocalWorld:
             raise db_error(exc, self.path) from None
 
     def _open(self, migrate: bool) -> None:
-        _create_private(self.path)
+        new = _create_private(self.path)
         self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
                                     check_same_thread=False)
+        if new:
+            self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         if os.access(self.path, os.W_OK):
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -151,10 +175,10 @@ class LocalWorld:
         existing = self.get_source(session_id, relpath)
         if existing:
             return existing
-        source = Source(id=new_session_id(), session_id=session_id, kind=kind, relpath=relpath,
-                        path=path, updated_at=now_iso())
+        values = {"session_id": session_id, "kind": kind, "relpath": relpath, "path": path,
+                  "updated_at": now_iso()}
         with self._write():
-            self.db["sources"].insert(vars(source), ignore=True)
+            self.db["sources"].insert(values, ignore=True)
         return self.get_source(session_id, relpath)
 
     def get_source(self, session_id: str, relpath: str) -> Source | None:
@@ -177,7 +201,7 @@ class LocalWorld:
         source.updated_at = now_iso()
         with self._write() as conn:
             before = conn.total_changes
-            conn.executemany(_INSERT_RECORD, [_record_row(r) for r in records])
+            conn.executemany(_INSERT_RECORD, [record_row(r) for r in records])
             added = conn.total_changes - before
             for type_, details in events:
                 self._insert_event(conn, source.session_id, type_, details, None, "info")
@@ -204,16 +228,28 @@ class LocalWorld:
             f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
             " ORDER BY o.rowid, r.generation, r.offset", args)
         for row in cursor:
-            yield Record(*row)
+            record = Record(*row)
+            record.raw = decode_raw(record.raw, record.codec)
+            yield record
+
+    def raw_lines(self, source_id: int, generation: int) -> Iterator[bytes]:
+        """Just the native bytes of one generation, in order: the fast path for rebuilds."""
+        cursor = self.conn.execute(
+            "SELECT raw, codec FROM records WHERE source_id = ? AND generation = ? ORDER BY offset",
+            [source_id, generation])
+        for raw, codec in cursor:
+            yield decode_raw(raw, codec) if codec else raw
 
     def record_count(self, session_id: str) -> int:
         return self.conn.execute(
             "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id"
             " WHERE o.session_id = ?", [session_id]).fetchone()[0]
 
-    def last_msg_id(self, source_id: str) -> str | None:
+    def last_msg_id(self, source_id: int) -> str | None:
+        """The model message the source's last logged call belongs to, unless a user prompt
+        came after it (the tailer's usage de-duplication resumes from here)."""
         row = self.conn.execute(
-            "SELECT msg_id FROM records WHERE source_id = ? AND role = 'assistant'"
+            "SELECT msg_id FROM records WHERE source_id = ? AND (msg_id IS NOT NULL OR kind = 'user')"
             " ORDER BY generation DESC, offset DESC LIMIT 1", [source_id]).fetchone()
         return row[0] if row else None
 
@@ -268,8 +304,24 @@ class LocalWorld:
         return [Event(*row[:6], json.loads(row[6] or "{}")) for row in rows]
 
 
-def _record_row(record: Record) -> tuple:
-    return tuple(getattr(record, c) for c in RECORD_COLUMNS)
+def record_row(record: Record | tuple) -> tuple:
+    """A record as the row tuple the log stores, its raw bytes encoded. The tailer passes
+    ready tuples (built without a dataclass: this is the hot path of every import), already
+    encoded when their codec slot is set."""
+    row = record if isinstance(record, tuple) else tuple(getattr(record, c) for c in RECORD_COLUMNS)
+    if row[4] is not None:
+        return row
+    raw, codec = encode_raw(row[3])
+    return row[:3] + (raw, codec) + row[5:]
+
+
+def encode_rows(rows: list[tuple]) -> list[tuple]:
+    """Encode a batch of row tuples; codec 0 marks a row already stored as it is."""
+    out = []
+    for row in rows:
+        raw, codec = encode_raw(row[3])
+        out.append(row[:3] + (raw, codec or 0) + row[5:])
+    return out
 
 
 def _like_prefix(ref: str) -> str:

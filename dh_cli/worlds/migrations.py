@@ -28,7 +28,7 @@ def m002_sources(db: Database) -> None:
     # complete record before it is in `records`; bytes after it are re-read next time.
     db["sources"].create(
         {
-            "id": str, "session_id": str, "kind": str, "relpath": str, "path": str,
+            "id": int, "session_id": str, "kind": str, "relpath": str, "path": str,
             "generation": int, "offset": int, "size": int, "inode": int, "head_hash": str,
             "tail_hash": str, "pending": int, "status": str, "updated_at": str,
         },
@@ -42,15 +42,17 @@ def m002_sources(db: Database) -> None:
 
 @migrations()
 def m003_records(db: Database) -> None:
-    # Native records byte-exact in `raw`, plus columns extracted for queries. The natural key
-    # (source, generation, offset) makes every append idempotent.
+    # Native records byte-exact in `raw` (deflated when `codec` is 1: large JSON lines shrink
+    # 2-3x, which keeps the log smaller than the native files), plus columns extracted for
+    # queries; `ts` is epoch milliseconds. The natural key (source, generation, offset) makes
+    # every append idempotent.
     db["records"].create(
         {
-            "id": int, "source_id": str, "generation": int, "offset": int, "raw": bytes,
-            "kind": str, "native_id": str, "parent_id": str, "role": str, "tool_name": str,
-            "tool_call_id": str, "model": str, "msg_id": str, "tokens_in": int,
+            "id": int, "source_id": int, "generation": int, "offset": int, "raw": bytes,
+            "codec": int, "kind": str, "native_id": str, "parent_id": str, "role": str,
+            "tool_name": str, "tool_call_id": str, "model": str, "msg_id": str, "tokens_in": int,
             "tokens_out": int, "tokens_cache_read": int, "tokens_cache_write": int,
-            "ts": str, "flags": str,
+            "ts": int, "flags": str,
         },
         pk="id",
         not_null={"source_id", "generation", "offset", "raw"},

@@ -3,7 +3,13 @@ how to launch, find, repair and resume a harness; they never spawn processes or 
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+
+try:  # orjson parses the log's hot path several times faster; json is the fallback
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a declared dependency
+    _fast_loads = json.loads
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +43,10 @@ def load_json(raw: bytes) -> tuple[object | None, list[str]]:
     flags = []
     if b"\x00" in raw:
         flags.append("nul")
+    try:
+        return _fast_loads(raw), flags  # strict: rejects invalid UTF-8 as well as bad JSON
+    except ValueError:
+        pass
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -120,18 +130,27 @@ class Wrapper:
         raise NotImplementedError
 
 
-def to_record(parsed: Parsed, source_id: str, generation: int, offset: int, raw: bytes) -> Record:
-    """The log row for one native record: raw bytes plus the columns dh queries on."""
-    usage = parsed.usage or {}
+def epoch_ms(ts) -> int | None:
+    """A harness timestamp (ISO 8601 text or epoch milliseconds) as epoch milliseconds."""
+    if ts is None or isinstance(ts, int):
+        return ts
+    try:
+        return int(_dt.datetime.fromisoformat(ts).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return int(ts) if str(ts).isdigit() else None
+
+
+def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw: bytes) -> tuple:
+    """The log row for one native record (in `Record` field order, raw not yet encoded):
+    raw bytes plus the columns dh queries on. Model and message id are kept on the row that
+    carries the call's usage; the other rows of the same message leave them empty."""
+    usage = parsed.usage
     call = parsed.tool_calls[0] if parsed.tool_calls else None
     result = parsed.tool_results[0] if parsed.tool_results else None
-    return Record(
-        source_id=source_id, generation=generation, offset=offset, raw=raw,
-        kind=parsed.kind, native_id=parsed.native_id, parent_id=parsed.parent_id,
-        role=parsed.role, tool_name=call.name if call else None,
-        tool_call_id=call.id if call else (result.call_id if result else None),
-        model=parsed.model, msg_id=parsed.msg_id,
-        tokens_in=usage.get("in"), tokens_out=usage.get("out"),
-        tokens_cache_read=usage.get("cache_read"), tokens_cache_write=usage.get("cache_write"),
-        ts=parsed.ts, flags=",".join(parsed.flags) or None,
-    )
+    return (source_id, generation, offset, raw, None, parsed.kind, parsed.native_id,
+            parsed.parent_id, parsed.role, call.name if call else None,
+            call.id if call else (result.call_id if result else None),
+            parsed.model if usage else None, parsed.msg_id if usage else None,
+            *((usage.get("input"), usage.get("output"), usage.get("cache_read"),
+               usage.get("cache_write")) if usage else (None, None, None, None)),
+            epoch_ms(parsed.ts), ",".join(parsed.flags) or None)

@@ -103,7 +103,7 @@ class ClaudeWrapper(Wrapper):
         parsed.kind = "tool_call" if parsed.tool_calls else "assistant"
         usage = message.get("usage")
         if isinstance(usage, dict) and not parsed.synthetic:
-            parsed.usage = {"in": usage.get("input_tokens", 0), "out": usage.get("output_tokens", 0),
+            parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
                             "cache_read": usage.get("cache_read_input_tokens", 0),
                             "cache_write": usage.get("cache_creation_input_tokens", 0)}
 

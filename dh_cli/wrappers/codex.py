@@ -58,7 +58,7 @@ class CodexWrapper(Wrapper):
         elif kind == "token_usage_record":
             usage = payload.get("usage") or {}
             parsed.msg_id = payload.get("response_id")
-            parsed.usage = {"in": usage.get("input_tokens", 0), "out": usage.get("output_tokens", 0),
+            parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
                             "cache_read": usage.get("cached_input_tokens", 0),
                             "cache_write": usage.get("cache_write_input_tokens", 0)}
         elif kind == "compacted":

@@ -89,7 +89,7 @@ class OpenCodeWrapper(Wrapper):
         tokens = data.get("tokens")
         if isinstance(tokens, dict):
             cache = tokens.get("cache") or {}
-            parsed.usage = {"in": tokens.get("input", 0), "out": tokens.get("output", 0),
+            parsed.usage = {"input": tokens.get("input", 0), "output": tokens.get("output", 0),
                             "cache_read": cache.get("read", 0), "cache_write": cache.get("write", 0)}
 
     def _part(self, row: dict, data: dict, parsed: Parsed) -> None:

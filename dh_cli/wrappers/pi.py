@@ -85,7 +85,7 @@ class PiWrapper(Wrapper):
         parsed.stop_reason = message.get("stopReason")
         usage = message.get("usage")
         if isinstance(usage, dict):
-            parsed.usage = {"in": usage.get("input", 0), "out": usage.get("output", 0),
+            parsed.usage = {"input": usage.get("input", 0), "output": usage.get("output", 0),
                             "cache_read": usage.get("cacheRead", 0),
                             "cache_write": usage.get("cacheWrite", 0)}
 

@@ -1,0 +1,83 @@
+"""Import, rebuild and log-size benchmark for a generated 100 MB Claude Code transcript.
+
+Prints ratios against baselines measured in the same run (this machine is noisy):
+  import  vs. a raw in-process SQLite insert of the same lines in one transaction (goal ≥ 0.5×)
+  rebuild vs. `cp` of the native file (goal ≤ 1.5× cp's time)
+  log size vs. the native bytes (goal ≤ 1.1×)
+Run: python bench/bench_import.py [--mb 100]"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dh_cli import wrappers  # noqa: E402
+from dh_cli.mirror.importer import import_sessions  # noqa: E402
+from dh_cli.resume.rebuild import rebuild_session  # noqa: E402
+from dh_cli.worlds.local import LocalWorld  # noqa: E402
+from tests.fakes.transcripts import write_claude_transcript  # noqa: E402
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def raw_insert(native: Path, db: Path) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE lines (id INTEGER PRIMARY KEY, raw BLOB)")
+    conn.execute("BEGIN")
+    with open(native, "rb") as handle:
+        conn.executemany("INSERT INTO lines (raw) VALUES (?)", ((line,) for line in handle))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def db_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=int, default=100)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dh-bench-"))
+    home = work / "claude"
+    native = home / "projects" / "-home-dev-project" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
+    lines = write_claude_transcript(native, args.mb << 20)
+    size = native.stat().st_size
+    print(f"transcript: {size / 1e6:.1f} MB, {lines} lines")
+
+    baseline = timed(lambda: raw_insert(native, work / "raw.db"))
+    os.environ["DH_HOME"] = str(work / "dh")
+    world = LocalWorld()
+    dh_import = timed(lambda: import_sessions(world, wrappers.get("claude"), home, all_=True))
+    world.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    session = world.list_sessions()[0]
+    cp = timed(lambda: subprocess.run(["cp", str(native), str(work / "copy.jsonl")], check=True))
+    rebuild = timed(lambda: rebuild_session(world, world.get_session(session["id"]), work / "out"))
+    rebuilt = next((work / "out").rglob("*.jsonl"))
+    assert rebuilt.read_bytes() == native.read_bytes(), "rebuild is not byte-identical"
+    log_size = db_bytes(world.path)
+
+    print(f"raw insert baseline: {baseline:.2f} s; dh import: {dh_import:.2f} s; "
+          f"import throughput ratio: {baseline / dh_import:.2f}x (goal >= 0.5)")
+    print(f"cp: {cp:.2f} s; dh rebuild: {rebuild:.2f} s; rebuild/cp: {rebuild / cp:.2f}x (goal <= 1.5)")
+    print(f"log bytes: {log_size / 1e6:.1f} MB; native: {size / 1e6:.1f} MB; "
+          f"log/native: {log_size / size:.3f}x (goal <= 1.1)")
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Generate large, realistic Claude Code transcripts (the real record shapes, uuid chains,
+one row per content block, tool results) for benchmarks and kill tests."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from pathlib import Path
+
+SESSION = "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15"
+CWD = "/home/dev/project"
+
+
+def _base(kind: str, parent: str | None, n: int) -> dict:
+    return {"parentUuid": parent, "isSidechain": False, "type": kind, "uuid": str(uuid.UUID(int=n)),
+            "timestamp": f"2026-11-29T08:{(n // 60) % 60:02d}:{n % 60:02d}.{n % 1000:03d}Z",
+            "userType": "external", "entrypoint": "sdk-cli", "cwd": CWD, "sessionId": SESSION,
+            "version": "2.1.197", "gitBranch": "main"}
+
+
+def _words(rng: random.Random, count: int) -> str:
+    vocab = ["the", "test", "fails", "because", "fixture", "parser", "returns", "none", "when",
+             "line", "is", "torn", "we", "should", "check", "offset", "before", "commit", "file"]
+    return " ".join(rng.choice(vocab) for _ in range(count))
+
+
+def turn_rows(rng: random.Random, n: int, parent: str | None) -> list[dict]:
+    """One user prompt, then an assistant text + tool_use message and its tool result."""
+    rows = []
+    user = _base("user", parent, n)
+    user["message"] = {"role": "user", "content": _words(rng, 30)}
+    rows.append(user)
+    msg = {"id": f"msg_{n:08d}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+           "stop_reason": "tool_use", "stop_sequence": None,
+           "usage": {"input_tokens": 1200 + n % 97, "cache_creation_input_tokens": 0,
+                     "cache_read_input_tokens": 900, "output_tokens": 80 + n % 13}}
+    text = _base("assistant", user["uuid"], n + 1)
+    text["message"] = {**msg, "content": [{"type": "text", "text": _words(rng, 60)}]}
+    call_id = f"toolu_{n:08d}"
+    tool = _base("assistant", text["uuid"], n + 2)
+    tool["message"] = {**msg, "content": [{"type": "tool_use", "id": call_id, "name": "Bash",
+                                           "input": {"command": f"pytest -q tests/test_{n}.py"}}]}
+    output = _words(rng, rng.randint(80, 400))
+    result = _base("user", tool["uuid"], n + 3)
+    result["message"] = {"role": "user", "content": [{"tool_use_id": call_id, "type": "tool_result",
+                                                      "content": output, "is_error": False}]}
+    result["toolUseResult"] = {"stdout": output, "stderr": "", "interrupted": False}
+    result["sourceToolAssistantUUID"] = tool["uuid"]
+    return rows + [text, tool, result]
+
+
+def write_claude_transcript(path: Path, size: int, seed: int = 7) -> int:
+    """Write about `size` bytes of transcript; returns the number of lines."""
+    rng, written, lines, n, parent = random.Random(seed), 0, 0, 0, None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        while written < size:
+            rows = turn_rows(rng, n, parent)
+            data = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in rows)
+            handle.write(data)
+            written, lines, n, parent = written + len(data), lines + len(rows), n + 4, rows[-1]["uuid"]
+    return lines

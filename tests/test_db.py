@@ -1,0 +1,86 @@
+"""The log database itself: private, migrated, and a clear one-line error when it is corrupt,
+locked, read-only or newer than this dh."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from sqlite_utils import Database
+
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.worlds.migrations import migrations
+
+
+def dh(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=60)
+
+
+def test_db_is_created_private_with_wal(dh_home):
+    world = LocalWorld()
+    assert (os.stat(world.path).st_mode & 0o777) == 0o600
+    assert (os.stat(dh_home).st_mode & 0o777) == 0o700
+    assert world.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_blank_schema_has_the_expected_tables():
+    db = Database(memory=True)
+    migrations.apply(db)
+    assert {"sessions", "sources", "records", "events"} <= set(db.table_names())
+    assert "raw" in db["records"].columns_dict
+    assert any(i.unique and i.columns == ["source_id", "generation", "offset"] for i in db["records"].indexes)
+
+
+def test_opening_an_older_schema_migrates_it_and_keeps_rows(dh_home):
+    dh_home.mkdir(parents=True)
+    db = Database(dh_home / "dh.db")
+    migrations.apply(db, stop_before="m003_records")
+    db["sessions"].insert({"id": "old1", "harness": "pi", "state": "imported",
+                           "created_at": "2026-01-01", "updated_at": "2026-01-01"})
+    db.conn.close()
+    world = LocalWorld()
+    assert world.get_session("old1").harness == "pi"
+    assert not migrations.pending(world.db)
+
+
+def test_corrupt_db_is_one_error_line(dh_home):
+    dh_home.mkdir(parents=True)
+    (dh_home / "dh.db").write_bytes(b"this is not a database" * 100)
+    result = dh("log", "list")
+    assert result.returncode == 3
+    assert result.stderr.startswith("Error: the log ") and "corrupt" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_locked_db_is_one_error_line(dh_home, tmp_path):
+    from .conftest import fixture_home
+
+    home = fixture_home("pi", "basic", tmp_path)
+    LocalWorld().close()
+    holder = sqlite3.connect(dh_home / "dh.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        result = dh("import", "pi", "--all", "--home", str(home), env={"DH_DB_TIMEOUT": "0.2"})
+    finally:
+        holder.execute("ROLLBACK")
+    assert result.returncode == 3
+    assert "locked by another process" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_newer_schema_is_refused(dh_home):
+    world = LocalWorld()
+    world.db["_sqlite_migrations"].insert({"migration_set": "dh", "name": "m999_future",
+                                           "applied_at": "2030-01-01"})
+    world.close()
+    result = dh("log", "list")
+    assert result.returncode == 3 and "newer dh" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write a read-only file")
+def test_read_only_db(dh_home):
+    LocalWorld().close()
+    os.chmod(dh_home / "dh.db", 0o400)
+    result = dh("import", "pi", "--all", "--home", str(dh_home))
+    assert result.returncode == 3 and result.stderr.startswith("Error:")

@@ -1,0 +1,67 @@
+"""Every real fixture round-trips: import, then rebuild, gives the native files back
+byte-for-byte (OpenCode: the export JSON equals what `opencode export` printed)."""
+
+import json
+
+import pytest
+
+from dh_cli import wrappers
+from dh_cli.mirror.importer import import_sessions
+from dh_cli.resume.opencode_export import build_export
+from dh_cli.resume.rebuild import rebuild_session
+from dh_cli.worlds.local import LocalWorld
+
+from .conftest import FIXTURES, fixture_home, native_files, scenarios
+
+JSONL_CASES = [(h, s) for h in ("claude-code", "codex", "pi") for s in scenarios(h)]
+
+
+@pytest.mark.parametrize("harness,scenario", JSONL_CASES)
+def test_jsonl_fixture_round_trips_byte_exact(harness, scenario, tmp_path):
+    home = fixture_home(harness, scenario, tmp_path)
+    world = LocalWorld()
+    report = import_sessions(world, wrappers.get(harness), home, all_=True)
+    assert report.sessions and report.pending == 0
+    out = tmp_path / "rebuilt"
+    for item in report.sessions:
+        rebuild_session(world, world.get_session(item["id"]), out)
+    original = native_files(home)
+    assert original, "fixture has no session files"
+    assert native_files(out) == original
+
+
+@pytest.mark.parametrize("scenario", scenarios("opencode"))
+def test_opencode_fixture_exports_like_opencode_export(scenario, tmp_path):
+    db = fixture_home("opencode", scenario, tmp_path)
+    world = LocalWorld()
+    report = import_sessions(world, wrappers.get("opencode"), db, all_=True)
+    (item,) = report.sessions
+    session = world.get_session(item["id"])
+    export = build_export(list(world.records(session.id)), session.harness_session_id)
+    expected = json.loads((FIXTURES / "opencode" / scenario / "export.json").read_text())
+    assert export == expected
+
+
+def test_opencode_rebuild_writes_export_file(tmp_path):
+    db = fixture_home("opencode", "basic", tmp_path)
+    world = LocalWorld()
+    report = import_sessions(world, wrappers.get("opencode"), db, all_=True)
+    files = rebuild_session(world, world.get_session(report.sessions[0]["id"]), tmp_path / "out")
+    data = json.loads(files[0].path.read_bytes())
+    assert data["info"]["id"] == report.sessions[0]["harness_session_id"]
+    expected = json.loads((FIXTURES / "opencode" / "basic" / "export.json").read_text())
+    assert data == expected
+
+
+def test_rebuild_refuses_to_overwrite_a_different_file(tmp_path, run_dh):
+    home = fixture_home("pi", "basic", tmp_path)
+    assert run_dh("import", "pi", "--all", "--home", str(home)).exit_code == 0
+    (session,) = LocalWorld().list_sessions()
+    target = next((home / "sessions").glob("*/*.jsonl"))
+    original = target.read_bytes()
+    target.write_bytes(b"changed\n")
+    result = run_dh("log", "rebuild", session["id"])
+    assert result.exit_code == 1
+    assert "exists and differs from the log" in str(result.exception)
+    assert run_dh("log", "rebuild", session["id"], "--force").exit_code == 0
+    assert target.read_bytes() == original
