@@ -38,6 +38,38 @@ class TurnState:
     started: bool = True  # any conversation at all
 
 
+@dataclass
+class LaunchPlan:
+    """How dh starts a harness for the user's args (argv excludes the binary itself)."""
+
+    argv: list[str]  # the user's args, untouched, plus what dh adds (e.g. --session-id)
+    headless: bool
+    native_id: str | None = None  # the harness's session id when known before launch
+    native_path: Path | None = None  # the session file when known before launch
+    prompt: str | None = None  # the user's prompt, kept so a relaunch can replay it
+    resuming: bool = False  # the user's own args resume an existing native session
+
+
+def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int], list[int]]:
+    """Indexes of flag tokens (with their values) and of positional tokens in args.
+    `--flag=value` is one token; a flag in value_flags consumes the next token; `--` ends flags."""
+    flags, positionals, i = [], [], 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            positionals.extend(range(i + 1, len(args)))
+            break
+        if token.startswith("-") and token != "-":
+            flags.append(i)
+            if "=" not in token and token in value_flags and i + 1 < len(args):
+                flags.append(i + 1)
+                i += 1
+        else:
+            positionals.append(i)
+        i += 1
+    return flags, positionals
+
+
 def load_json(raw: bytes) -> tuple[object | None, list[str]]:
     """Decode one native line; bad bytes are flagged, never fatal."""
     flags = []
@@ -127,6 +159,30 @@ class Wrapper:
         return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
+        raise NotImplementedError
+
+    # launching and resuming (pure: argv in, argv out) --------------------------------------
+    value_flags: frozenset[str] = frozenset()
+
+    def is_headless(self, args: list[str]) -> bool:
+        raise NotImplementedError
+
+    def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
+        raise NotImplementedError
+
+    def id_from_output(self, line: bytes) -> str | None:
+        """The harness's session id if this headless stdout line reveals it."""
+        return None
+
+    def resume_args(self, original: list[str], native_id: str, native_path: str | None,
+                    prompt: str | None, headless: bool) -> list[str]:
+        """Args that resume the session: the user's flags that still apply, the harness's
+        own resume flags, and the continuation prompt (when given)."""
+        raise NotImplementedError
+
+    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
+        """Native records that close a dangling tool call with `text` as an error result,
+        in the harness's own format, to append to the session file."""
         raise NotImplementedError
 
 
