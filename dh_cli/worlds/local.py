@@ -281,6 +281,12 @@ class LocalWorld:
         return {"input": row[0], "output": row[1], "cache_read": row[2], "cache_write": row[3],
                 "model_calls": row[4]}
 
+    def lock_session(self, session_id: str):
+        """An exclusive, non-blocking lock on the session (raises SessionLocked)."""
+        from .locks import SessionLock
+
+        return SessionLock(self.path.parent, session_id).acquire()
+
     # events -------------------------------------------------------------------------------
     def add_event(self, session_id: str, type: str, details: dict | None = None,
                   attempt: int | None = None, phase: str | None = None) -> Event:
