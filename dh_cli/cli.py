@@ -12,6 +12,7 @@ import typer
 from . import __version__, logcli, output
 from .errors import DhError
 from .mirror.cli import import_command
+from .runcli import resume_command, run_command
 from .worlds.local import db_error
 from . import paths
 
@@ -22,6 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=True,
 )
+app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
+app.command("resume")(resume_command)
 app.command("import")(import_command)
 app.add_typer(logcli.app, name="log")
 

@@ -68,3 +68,24 @@ def session_rows(db: Path, session_id: str) -> list[bytes]:
 
 def row_line(table: str, row: dict) -> bytes:
     return (json.dumps({"table": table, **row}, ensure_ascii=False) + "\n").encode()
+
+
+def set_tool_error(db: Path, session_id: str, call_id: str, text: str) -> bool:
+    """Close a tool part left pending/running by a killed OpenCode: status error with dh's
+    text, in OpenCode's own part format. Only called while no OpenCode process runs."""
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        for part_id, data in conn.execute("SELECT id, data FROM part WHERE session_id = ?", [session_id]):
+            part = json.loads(data)
+            if part.get("type") != "tool" or part.get("callID") != call_id:
+                continue
+            state = part.get("state") or {}
+            start = (state.get("time") or {}).get("start")
+            part["state"] = {"status": "error", "input": state.get("input") or {}, "error": text,
+                             "time": {"start": start, "end": start}}
+            with conn:
+                conn.execute("UPDATE part SET data = ? WHERE id = ?", [json.dumps(part), part_id])
+            return True
+        return False
+    finally:
+        conn.close()

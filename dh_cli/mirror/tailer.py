@@ -59,6 +59,8 @@ class Tailer:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
+            if self.source.inode is None:  # not written yet (e.g. a harness still starting)
+                return TailResult(missing=True)
             return self._mark(TailResult(missing=True), "deleted", "source_deleted")
         except OSError as exc:
             return self._mark(TailResult(missing=True), "unreadable", "source_unreadable",

@@ -70,6 +70,10 @@ def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int],
     return flags, positionals
 
 
+def native_id_from_path(path: Path) -> str:
+    return path.stem
+
+
 def load_json(raw: bytes) -> tuple[object | None, list[str]]:
     """Decode one native line; bad bytes are flagged, never fatal."""
     flags = []
@@ -129,6 +133,22 @@ class Wrapper:
             if any(s.path == path.resolve() for s in session.sources) if path.exists() else False:
                 return session
         return None
+
+    def locate(self, home: Path, native_id: str | None, native_path: Path | None) -> NativeSession | None:
+        """The native session dh is supervising, found cheaply (no full scan of the home):
+        by its known path, else by id."""
+        if native_path is not None and Path(native_path).exists():
+            for session in self._sessions_at(home, Path(native_path)):
+                return session
+        return self.find(home, native_id) if native_id else None
+
+    def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
+        rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
+        return [NativeSession(native_id_from_path(path), home, None, [NativeSource("jsonl", path, rel)])]
+
+    def watch_root(self, home: Path) -> Path:
+        """The folder to watch when the session file is not known before launch."""
+        return home / "sessions"
 
     # reading records ----------------------------------------------------------------------
     def parse(self, raw: bytes) -> Parsed:

@@ -59,6 +59,17 @@ class ClaudeWrapper(Wrapper):
             sources.append(NativeSource(kind, extra, str(extra.relative_to(home))))
         return NativeSession(transcript.stem, home, first_cwd(transcript), sources)
 
+    def watch_root(self, home: Path) -> Path:
+        return home / "projects"
+
+    def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
+        return [self._session(home, path)]
+
+    def find(self, home: Path, ref: str) -> NativeSession | None:
+        for transcript in (home / "projects").glob(f"*/{ref}.jsonl"):
+            return self._session(home, transcript)
+        return super().find(home, ref) if Path(ref).exists() else None
+
     def parse_obj(self, obj: dict) -> Parsed:
         kind = obj.get("type")
         parsed = Parsed(native_id=obj.get("uuid"), parent_id=obj.get("parentUuid"),

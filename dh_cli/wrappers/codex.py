@@ -43,6 +43,13 @@ class CodexWrapper(Wrapper):
             found.append(NativeSession(thread, home, meta.get("cwd"), [source]))
         return found
 
+    def find(self, home: Path, ref: str) -> NativeSession | None:
+        for rollout in sorted((home / "sessions").glob(f"*/*/*/rollout-*-{ref}.jsonl")):
+            meta = _session_meta(rollout)
+            return NativeSession(ref, home, meta.get("cwd"),
+                                 [NativeSource("jsonl", rollout, str(rollout.relative_to(home)))])
+        return super().find(home, ref) if Path(ref).exists() else None
+
     def parse_obj(self, obj: dict) -> Parsed:
         payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
         parsed = Parsed(kind="meta", ts=obj.get("timestamp"), native_id=payload.get("id"))

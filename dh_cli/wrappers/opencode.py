@@ -52,6 +52,12 @@ class OpenCodeWrapper(Wrapper):
         """For OpenCode the 'home' is its database file."""
         return paths.opencode_db(env)
 
+    def watch_root(self, home: Path) -> Path:
+        return self.db_file(home).parent
+
+    def locate(self, home: Path, native_id: str | None, native_path: Path | None):
+        return self.find(home, native_id) if native_id else None
+
     @staticmethod
     def db_file(home: Path) -> Path:
         return home / "opencode.db" if home.is_dir() else home

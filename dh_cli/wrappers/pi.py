@@ -46,6 +46,12 @@ class PiWrapper(Wrapper):
             found.append(NativeSession(native, home, header.get("cwd"), [source]))
         return found
 
+    def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
+        header = read_header(path)
+        rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
+        native = header.get("id") or path.stem.rsplit("_", 1)[-1]
+        return [NativeSession(native, home, header.get("cwd"), [NativeSource("jsonl", path, rel)])]
+
     def parse_obj(self, obj: dict) -> Parsed:
         kind = obj.get("type")
         parsed = Parsed(kind="meta", native_id=obj.get("id"), parent_id=obj.get("parentId"),

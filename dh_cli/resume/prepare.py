@@ -1,0 +1,122 @@
+"""Get a session ready to resume: the native state on disk must hold everything the log holds
+(ingest what the harness wrote last; rebuild from the log what is missing, shorter or
+different), and every tool call cut off by the crash is closed in the harness's own format,
+worded by its replay class, so the model is never asked twice for an answer dh already has."""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..mirror.session import SessionMirror
+from ..models import Session
+from ..wrappers.base import Wrapper
+from .rebuild import safe_target, source_bytes, write_file
+from .replay import repair_text, replay_class
+
+
+@dataclass
+class Prepared:
+    finished_calls: int = 0  # tool calls whose results the resumed harness will see
+    repairs: list[dict] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)
+    has_state: bool = False  # False: nothing was written yet, relaunch the original command
+    turn_complete: bool = False
+
+
+def _native_matches_log(path: Path, logged: bytes) -> bool:
+    """True when the file holds exactly the logged bytes (no torn tail, nothing missing)."""
+    try:
+        return path.stat().st_size == len(logged) and path.read_bytes() == logged
+    except OSError:
+        return False
+
+
+def restore_files(world, session: Session, prepared: Prepared) -> None:
+    """Rewrite from the log every JSONL source whose file is not the logged bytes exactly."""
+    for source in world.sources(session.id):
+        if source.kind == "opencode":
+            continue
+        logged = source_bytes(world, source)
+        path = Path(source.path) if source.path else safe_target(Path(session.home), source.relpath)
+        if not logged or _native_matches_log(path, logged):
+            continue
+        torn = _torn_tail(path, logged)
+        write_file(path, logged, force=True)
+        details = {"path": source.relpath, "bytes": len(logged)}
+        if torn:
+            details["dropped_torn_tail_b64"] = base64.b64encode(torn[:65536]).decode()
+        world.add_event(session.id, "rebuilt", details, phase="outcome")
+        prepared.rebuilt.append(source.relpath)
+
+
+def _torn_tail(path: Path, logged: bytes) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return b""
+    return data[len(logged):] if data.startswith(logged) else b""
+
+
+def _append(path: Path, lines: list[bytes]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"".join(lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMirror,
+                    overrides: dict, outcomes: list[dict], prepared: Prepared) -> None:
+    main = world.sources(session.id)[0]
+    records = _latest(world, session, main)
+    state = wrapper.turn_state(records)
+    prepared.turn_complete = state.complete
+    prepared.finished_calls = sum(len(wrapper.parse(r.raw).tool_results) for r in records)
+    queue = list(outcomes)
+    for call in state.dangling:
+        cls = replay_class(call.name, overrides)
+        outcome = queue.pop(0) if queue and cls == "never" else None
+        text = repair_text(cls, outcome)
+        world.add_event(session.id, "repair", {"call_id": call.id, "tool": call.name,
+                                               "replay": cls, "outcome": outcome}, phase="intent")
+        _apply_repair(world, wrapper, session, main, call, text, records)
+        mirror.sync()
+        records = _latest(world, session, main)
+        world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
+                                                 "replay": cls, "text": text}, phase="outcome")
+        prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
+
+
+def _apply_repair(world, wrapper, session, main, call, text, records) -> None:
+    if main.kind == "opencode":
+        from ..mirror.opencode_db import set_tool_error
+
+        set_tool_error(Path(main.path), session.harness_session_id, call.id, text)
+        return
+    _append(Path(main.path), wrapper.repair_lines(records, call, text))
+
+
+def _latest(world, session: Session, source) -> list:
+    records = list(world.records(session.id, source.id))
+    if source.kind == "opencode" or not records:
+        return records
+    top = max(r.generation for r in records)
+    return [r for r in records if r.generation == top]
+
+
+def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | None = None,
+                   outcomes: list[dict] | None = None) -> Prepared:
+    prepared = Prepared()
+    mirror = SessionMirror(world, wrapper, session)
+    mirror.sync()
+    if not world.sources(session.id) or world.record_count(session.id) == 0:
+        return prepared  # the harness wrote nothing yet: relaunch the original command
+    prepared.has_state = True
+    restore_files(world, session, prepared)
+    mirror.sync()
+    repair_dangling(world, wrapper, session, mirror, overrides or {}, outcomes or [], prepared)
+    return prepared

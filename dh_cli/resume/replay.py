@@ -1,0 +1,65 @@
+"""Replay classes: what dh tells the model about a tool call cut off by a crash.
+
+`safe` tools only read (or only update a plan): running them again costs nothing. Every other
+tool — shell, edit, write, patch, MCP, anything unknown — is `never`: it may already have
+changed the world, so the model is told to check before repeating it."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+
+SAFE_TOOLS = {
+    # Claude Code
+    "read", "grep", "glob", "ls", "todowrite", "todoread", "webfetch", "websearch",
+    "notebookread", "exitplanmode", "taskcreate", "taskupdate", "tasklist", "taskget",
+    # Codex
+    "update_plan", "view_image", "get_goal",
+    # OpenCode
+    "list", "codesearch", "todo",
+    # Pi
+    "find",
+}
+CLASSES = ("safe", "never")
+
+SAFE_TEXT = ("[dh] This tool call was interrupted: the harness process stopped before its result "
+             "was recorded. The tool only reads, so it is safe to run it again if you still need "
+             "its result.")
+NEVER_TEXT = ("[dh] This tool call was interrupted: the harness process stopped before its result "
+              "was recorded. It may already have taken effect. Check the current state before "
+              "repeating it.")
+FINISHED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped before its "
+                 "result was recorded, but the command itself ran to the end on its own{code}. "
+                 "Its effect has happened; its output was lost. Check the current state instead "
+                 "of running it again.")
+ENDED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped while the command "
+              "was still running, and dh ended the command. It may have partly taken effect. "
+              "Check the current state before repeating it.")
+
+
+def default_class(tool: str) -> str:
+    return "safe" if tool.lower() in SAFE_TOOLS else "never"
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """`--replay TOOL=safe|never` values as a mapping; malformed ones are a usage error."""
+    out = {}
+    for item in items:
+        tool, sep, cls = item.partition("=")
+        if not sep or not tool or cls not in CLASSES:
+            raise ConfigError(f"bad --replay value {item!r}", hint="use TOOL=safe or TOOL=never")
+        out[tool.lower()] = cls
+    return out
+
+
+def replay_class(tool: str, overrides: dict[str, str]) -> str:
+    return overrides.get(tool.lower()) or default_class(tool)
+
+
+def repair_text(cls: str, outcome: dict | None = None) -> str:
+    """The result text for a dangling call; `outcome` is what dh saw of its process, if any."""
+    if outcome and outcome.get("finished"):
+        code = outcome.get("exit_code")
+        return FINISHED_TEXT.format(code=f" (exit code {code})" if code is not None else "")
+    if outcome and outcome.get("ended_by_dh"):
+        return ENDED_TEXT
+    return SAFE_TEXT if cls == "safe" else NEVER_TEXT

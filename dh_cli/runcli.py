@@ -1,0 +1,73 @@
+"""`dh run` and `dh resume`: thin commands over the supervisor."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from . import output
+from .errors import NativeStateError
+from .resume.replay import parse_overrides
+from .supervisor.launch import default_env, resume_session, start_run
+from .supervisor.policy import PolicyConfig
+from .supervisor.runner import RunOptions
+from .worlds.local import LocalWorld
+
+StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
+RestartsOpt = Annotated[int, typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL)")]
+GraceOpt = Annotated[float, typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died")]
+ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
+PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt sent on resume (default: continue where it left off)")]
+
+
+def _options(stall, restarts, grace, replay, supervise=True) -> RunOptions:
+    return RunOptions(binary=[], args=[], cwd=os.getcwd(), env=default_env(), stall_timeout=stall,
+                      tool_grace=grace, replay=parse_overrides(replay or []),
+                      policy=PolicyConfig(max_restarts=restarts), supervise=supervise,
+                      notice=output.note)
+
+
+def run_command(
+    harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
+    args: Annotated[Optional[list[str]], typer.Argument(help="The harness's own arguments, after --")] = None,
+    stall_timeout: StallOpt = None,
+    max_restarts: RestartsOpt = 5,
+    tool_grace: GraceOpt = 3.0,
+    replay: ReplayOpt = None,
+) -> None:
+    """Run a harness under supervision: log its session live and resume it after a crash.
+
+    Example:
+      $ dh run claude -- -p "fix the failing test" --output-format stream-json --verbose
+      $ dh run pi --stall-timeout 300 -- -p "add a changelog entry"
+    """
+    opts = _options(stall_timeout, max_restarts, tool_grace, replay)
+    if not os.path.isdir(opts.cwd):
+        raise NativeStateError(f"the working directory {opts.cwd} does not exist")
+    raise typer.Exit(start_run(LocalWorld(), harness, list(args or []), opts))
+
+
+def resume_command(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    prompt: PromptOpt = None,
+    no_supervise: Annotated[bool, typer.Option("--no-supervise", help="Resume once; do not restart it if it crashes again")] = False,
+    stall_timeout: StallOpt = None,
+    max_restarts: RestartsOpt = 5,
+    tool_grace: GraceOpt = 3.0,
+    replay: ReplayOpt = None,
+) -> None:
+    """Resume a session from the log: restore its native state, repair the cut step, relaunch.
+
+    Example:
+      $ dh resume 1m8k6p
+      $ dh resume 1m8k6p --prompt "finish the refactor" --no-supervise
+    """
+    world = LocalWorld()
+    found = world.find_session(session)
+    opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
+    if found.cwd and not os.path.isdir(found.cwd):
+        raise NativeStateError(f"the session's working directory {found.cwd} no longer exists",
+                               hint="restore that checkout, or resume with --cwd on another path")
+    raise typer.Exit(resume_session(world, found, prompt, opts))

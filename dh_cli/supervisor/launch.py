@@ -1,0 +1,120 @@
+"""Starting and resuming supervised sessions: find the harness binary, plan the launch,
+record the intent, take the session's lock, and hand over to the Supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from ..errors import HarnessNotFound, SessionLocked
+from ..models import Session
+from ..util import is_secret_name
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import Wrapper
+from .procs import process_alive
+from .runner import RunOptions, Supervisor
+
+
+def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
+    """DH_<HARNESS>_BIN (e.g. DH_CLAUDE_BIN, DH_CLAUDE_CODE_BIN), else the binary on PATH."""
+    names = {wrapper.name, *wrapper.aliases}
+    for name in names:
+        value = env.get(f"DH_{name.upper().replace('-', '_')}_BIN")
+        if value:
+            return value.split() if " " in value and not Path(value).exists() else [value]
+    found = shutil.which(wrapper.binary, path=env.get("PATH"))
+    if not found:
+        raise HarnessNotFound(f"{wrapper.binary!r} not found on PATH for harness {wrapper.name}",
+                              hint=f"install it, or set DH_{wrapper.name.upper().replace('-', '_')}_BIN")
+    return [found]
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """The argv as stored in the log: values of flags named like keys or tokens are hidden."""
+    out, hide_next = [], False
+    for arg in args:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if arg.startswith("-") and is_secret_name(name):
+            out.append(f"{name}=***" if eq else arg)
+            hide_next = not eq
+        else:
+            out.append(arg)
+    return out
+
+
+def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
+    wrapper = get_wrapper(harness)
+    opts.binary = find_binary(wrapper, opts.env)
+    home = wrapper.home(opts.env)
+    opts.headless = wrapper.is_headless(args)
+    opts.interactive = not opts.headless and sys.stdin.isatty()
+    plan = wrapper.plan_launch(args, opts.cwd, home)
+    session = _session_for(world, wrapper, plan, opts, home)
+    world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": plan.prompt,
+                                        "headless": opts.headless}, phase="intent")
+    opts.args = plan.argv
+    with world.lock_session(session.id):
+        return Supervisor(world, wrapper, session, opts).run(plan.argv)
+
+
+def _session_for(world, wrapper, plan, opts, home) -> Session:
+    if plan.resuming and plan.native_id:
+        existing = world.find_by_native(wrapper.name, plan.native_id)
+        if existing:
+            return existing
+    return world.create_session(
+        wrapper.name, harness_session_id=plan.native_id, cwd=opts.cwd, home=str(home),
+        native_path=str(plan.native_path) if plan.native_path else None,
+        argv=json.dumps(redact_args(plan.argv)), host=socket.gethostname(), state="starting")
+
+
+def check_previous_attempt(world, session: Session) -> None:
+    """Never two harness processes on one session: refuse while the last attempt lives."""
+    launched = [e for e in world.events(session.id) if e.type == "launched"]
+    if launched:
+        last = launched[-1].details
+        if process_alive(last.get("pid"), last.get("create_time")):
+            raise SessionLocked(
+                f"the previous attempt of session {session.id} (pid {last['pid']}) is still running",
+                hint="wait for it to exit, or stop it, then resume")
+
+
+def resume_session(world, session: Session, prompt: str | None, opts: RunOptions) -> int:
+    wrapper = get_wrapper(session.harness)
+    opts.binary = find_binary(wrapper, opts.env)
+    original = json.loads(session.argv or "[]")
+    opts.args = [a for a in original]
+    opts.headless = wrapper.is_headless(original) if original else True
+    opts.interactive = not opts.headless and sys.stdin.isatty()
+    opts.cwd = session.cwd or opts.cwd
+    with world.lock_session(session.id):
+        check_previous_attempt(world, session)
+        supervisor = Supervisor(world, wrapper, session, opts)
+        from ..resume.prepare import prepare_resume
+
+        prepared = prepare_resume(world, wrapper, session, opts.replay)
+        session = world.get_session(session.id)
+        if not prepared.has_state:
+            argv = original
+        else:
+            text = prompt or (opts.continue_prompt if opts.headless else None)
+            argv = wrapper.resume_args(original, session.harness_session_id, session.native_path,
+                                       text, opts.headless)
+        world.add_event(session.id, "resume", {"argv": redact_args(argv), "by": "dh resume",
+                                               "repairs": prepared.repairs}, phase="intent")
+        opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
+                    f"call(s) kept, {len(prepared.repairs)} repaired)")
+        supervisor.session = session
+        return supervisor.run(argv)
+
+
+def default_env() -> dict[str, str]:
+    return dict(os.environ)

@@ -1,0 +1,50 @@
+"""The restart policy as an explicit state machine. Pure: the caller passes the clock and the
+classified exit; `RestartPolicy.after_exit` names the transition and how long to wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import states
+
+
+@dataclass
+class PolicyConfig:
+    max_restarts: int = 5  # restarts allowed before FATAL (reset after stable running)
+    start_secs: float = 1.0  # dying sooner than this counts as a failed start
+    backoff_base: float = 1.0  # second restart waits this long, then doubles...
+    backoff_cap: float = 30.0  # ...up to this
+    stable_secs: float = 60.0  # running this long resets the restart counter
+
+
+@dataclass
+class Decision:
+    state: str  # the state entered: BACKOFF (then restart), EXITED or FATAL
+    delay: float = 0.0
+    reason: str = ""
+
+
+@dataclass
+class RestartPolicy:
+    config: PolicyConfig = field(default_factory=PolicyConfig)
+    restarts: int = 0  # restarts since the last reset; persisted in the log by the caller
+    failed_starts: int = 0  # consecutive attempts that died before start_secs
+
+    def after_exit(self, outcome: str, ran_for: float) -> Decision:
+        """outcome: finished | stopped | crashed | hung."""
+        if outcome in ("finished", "stopped"):
+            return Decision(states.EXITED, reason=outcome)  # RUNNING -> EXITED
+        if ran_for >= self.config.stable_secs:
+            self.restarts = 0  # a stable run earns a fresh budget
+        self.failed_starts = self.failed_starts + 1 if ran_for < self.config.start_secs else 0
+        if self.restarts >= self.config.max_restarts:
+            return Decision(states.FATAL, reason=f"{outcome} after {self.restarts} restart(s)")
+        delay = self._backoff()
+        self.restarts += 1
+        return Decision(states.BACKOFF, delay, reason=outcome)  # RUNNING/STARTING -> BACKOFF
+
+    def _backoff(self) -> float:
+        """First restart immediate, then base, 2*base, 4*base ... capped."""
+        if self.restarts == 0:
+            return 0.0
+        return min(self.config.backoff_cap, self.config.backoff_base * 2 ** (self.restarts - 1))

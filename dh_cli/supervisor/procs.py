@@ -1,0 +1,123 @@
+"""Every OS effect of the supervisor goes through here: spawning the harness (pipes or a
+pseudo-terminal), signalling its process group, liveness checks, the child-subreaper flag.
+
+The harness leads its own process group (`start_new_session`), so a signal to the group
+reaches it and the tool commands that share its group; tools that start groups of their own
+are found through the process tree (see tools.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants of the harness are re-parented to dh instead of init, so dh can
+    see them finish (and reap them). Linux only; elsewhere dh falls back to polling pids."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def process_alive(pid: int | None, create_time: float | None) -> bool:
+    """True when pid is running and is the same process (its create time matches)."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 0.05
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+class Child:
+    """A running harness attempt."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid
+        self.started = time.monotonic()
+        self.last_output = self.started
+        try:
+            self.create_time = psutil.Process(self.pid).create_time()
+        except psutil.Error:
+            self.create_time = None
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def signal(self, sig: int) -> None:
+        signal_group(self.pgid, sig)
+
+    def finish(self) -> None:
+        """Stop pumping I/O; called once the harness has exited."""
+
+
+class PipeChild(Child):
+    """Headless: stdin and stderr are the user's; stdout is read through a pipe and copied
+    to ours at once, so dh can read session ids from it without delaying it."""
+
+    def __init__(self, argv, env, cwd, on_line: Callable[[bytes], None]):
+        popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                 start_new_session=True, bufsize=0)
+        super().__init__(popen)
+        self.on_line = on_line
+        self.thread = threading.Thread(target=self._pump, name="dh-stdout", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        fd, buffer = self.popen.stdout.fileno(), b""
+        while data := os.read(fd, 65536):
+            self.last_output = time.monotonic()
+            _write_all(sys.stdout.fileno(), data)
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self.on_line(line)
+            if len(buffer) > 1 << 20:
+                buffer = b""  # no id hides in a megabyte without a newline
+
+    def finish(self) -> None:
+        self.thread.join(timeout=5)
+        self.popen.stdout.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            time.sleep(0.001)
+        except (BrokenPipeError, OSError):
+            return  # our reader went away; keep draining the harness regardless

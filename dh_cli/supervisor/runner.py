@@ -1,0 +1,274 @@
+"""The supervisor: launch the harness, mirror it live, and when an attempt ends decide —
+through the restart policy — whether the work is done or the session must be resumed.
+
+Every intent is journaled before it is acted on and every outcome after (launch → launched →
+exited → state), so the log can always say why a session was relaunched, and the restart
+count survives dh itself being restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..models import Session
+from ..resume.prepare import prepare_resume
+from ..wrappers.base import Wrapper
+from . import states
+from .live import LiveMirror
+from .policy import PolicyConfig, RestartPolicy
+from .procs import PipeChild, become_subreaper
+from .tools import ToolTracker, end_descendants
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class RunOptions:
+    binary: list[str]  # how to exec the harness (e.g. ["/usr/bin/claude"])
+    args: list[str]  # the user's args (plus what dh added at launch)
+    cwd: str
+    env: dict[str, str]
+    interactive: bool = False
+    headless: bool = True
+    stall_timeout: float | None = None
+    stop_wait: float = 5.0  # SIGTERM -> SIGKILL grace when dh stops the harness
+    tool_grace: float = 3.0
+    replay: dict = field(default_factory=dict)
+    continue_prompt: str = "Continue from where you left off."
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    supervise: bool = True
+    notice: callable = print  # one-line messages to the user (stderr)
+
+
+@dataclass
+class Attempt:
+    number: int
+    rc: int | None = None
+    ran_for: float = 0.0
+    stalled: bool = False
+    user_signal: int | None = None
+    tools: list[dict] = field(default_factory=list)
+
+
+def exit_signal(rc: int | None) -> int | None:
+    return -rc if rc is not None and rc < 0 else None
+
+
+def classify(attempt: Attempt, turn_complete: bool, interactive: bool) -> str:
+    """finished | stopped | crashed | hung."""
+    if attempt.user_signal:
+        return "stopped"
+    if attempt.stalled:
+        return "hung"
+    if exit_signal(attempt.rc):
+        return "crashed"
+    if interactive or turn_complete or attempt.rc == 0:
+        return "finished"  # the harness chose to exit (a failing code is passed through)
+    return "crashed"
+
+
+class Supervisor:
+    def __init__(self, world, wrapper: Wrapper, session: Session, opts: RunOptions):
+        self.world, self.wrapper, self.opts = world, wrapper, opts
+        self.session = session
+        self.policy = RestartPolicy(opts.policy, restarts=self._restarts_so_far())
+        self.user_signal: int | None = None
+        self.child = None
+
+    def _restarts_so_far(self) -> int:
+        """The restart counter lives in the log, so it survives dh itself restarting."""
+        count = 0
+        for event in self.world.events(self.session.id):
+            if event.type == "state" and event.details.get("to") == states.BACKOFF:
+                count += 1
+            elif event.type == "state" and event.details.get("reset"):
+                count = 0
+        return count
+
+    # the loop -----------------------------------------------------------------------------
+    def run(self, argv: list[str]) -> int:
+        become_subreaper()
+        previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
+        try:
+            return self._loop(argv)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            end_descendants(exclude=set())
+
+    def _loop(self, argv: list[str]) -> int:
+        while True:
+            attempt = self._run_attempt(argv)
+            outcome = classify(attempt, self._turn_complete(), self.opts.interactive)
+            decision = self.policy.after_exit(outcome, attempt.ran_for)
+            self._event("state", {"from": states.RUNNING, "to": decision.state, "reason": decision.reason,
+                                  "outcome": outcome, "delay": decision.delay}, attempt.number)
+            if decision.state == states.EXITED or not self.opts.supervise:
+                return self._final_code(attempt, outcome)
+            if decision.state == states.FATAL:
+                return self._fatal(attempt, decision.reason)
+            self._notice_resume(attempt, outcome)
+            if self._sleep(decision.delay):
+                return 128 + self.user_signal
+            argv = self._resume_argv(attempt)
+
+    def _run_attempt(self, argv: list[str]) -> Attempt:
+        number = self.session.attempts + 1
+        self.world.update_session(self.session.id, attempts=number, state="running")
+        self.session = self.world.get_session(self.session.id)
+        self._event("launch", {"argv": self.opts.binary + argv}, number, "intent")
+        attempt = Attempt(number)
+        child = self._spawn(argv)
+        self._event("launched", {"pid": child.pid, "create_time": child.create_time}, number, "outcome")
+        self._watch(child, attempt)
+        self._event("exited", {"code": attempt.rc, "signal": exit_signal(attempt.rc),
+                               "stalled": attempt.stalled, "user_signal": attempt.user_signal,
+                               "ran_for": round(attempt.ran_for, 3), "tools": attempt.tools},
+                    number, "outcome")
+        return attempt
+
+    def _spawn(self, argv: list[str]):
+        full = self.opts.binary + argv
+        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir())
+        if self.opts.interactive:
+            from .terminal import PtyChild
+
+            child = PtyChild(full, self.opts.env, self.opts.cwd)
+        else:
+            child = PipeChild(full, self.opts.env, self.opts.cwd, self._on_output)
+        self.child = child
+        self.live.start()
+        return child
+
+    def _on_output(self, line: bytes) -> None:
+        if self.live.native_id is None and (native := self.wrapper.id_from_output(line)):
+            self.live.native_id = native
+            self.live.wake.set()
+
+    def _watch_dir(self) -> Path | None:
+        path = Path(self.session.native_path) if self.session.native_path else None
+        folder = path.parent if path else self.wrapper.watch_root(Path(self.session.home))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return folder
+        except OSError:
+            return None
+
+    def _watch(self, child, attempt: Attempt) -> None:
+        tracker = ToolTracker(child.pid)
+        forwarded = None
+        while (rc := child.wait(timeout=0.1)) is None:
+            tracker.snapshot()
+            if self.user_signal and forwarded is None:
+                forwarded = self.user_signal
+                self._stop(child, self.user_signal)
+            elif self._stalled(child):
+                attempt.stalled = True
+                self._event("stall", {"timeout": self.opts.stall_timeout}, attempt.number, "intent")
+                self._stop(child, signal.SIGTERM)
+        attempt.rc, attempt.ran_for = rc, time.monotonic() - child.started
+        attempt.user_signal = self.user_signal
+        child.finish()
+        grace = 0.5 if self.user_signal else self.opts.tool_grace
+        attempt.tools = [o.to_dict() for o in tracker.settle(grace)]
+        self.live.stop()
+        if self.live.error:
+            raise self.live.error
+        prepare_sync(self.world, self.wrapper, self.session, self.live.native_id)
+
+    def _stalled(self, child) -> bool:
+        timeout = self.opts.stall_timeout
+        if not timeout:
+            return False
+        idle = time.monotonic() - max(self.live.last_progress, child.last_output)
+        return idle > timeout and not self._turn_complete()
+
+    def _stop(self, child, sig: int) -> None:
+        """Signal the harness's group; SIGKILL it if it has not gone after stop_wait."""
+        child.signal(sig)
+        if child.wait(timeout=self.opts.stop_wait) is None:
+            child.signal(signal.SIGKILL)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.user_signal = self.user_signal or signum
+
+    # after an attempt ---------------------------------------------------------------------
+    def _turn_complete(self) -> bool:
+        sources = self.world.sources(self.session.id)
+        if not sources:
+            return False
+        records = list(self.world.records(self.session.id, sources[0].id))
+        if records and sources[0].kind != "opencode":
+            top = max(r.generation for r in records)
+            records = [r for r in records if r.generation == top]
+        return self.wrapper.turn_state(records).complete
+
+    def _resume_argv(self, attempt: Attempt) -> list[str]:
+        session = self.session = self.world.get_session(self.session.id)
+        self._event("resume", {"attempt": attempt.number + 1}, attempt.number + 1, "intent")
+        prepared = prepare_resume(self.world, self.wrapper, session, self.opts.replay,
+                                  [t for t in attempt.tools])
+        session = self.session = self.world.get_session(self.session.id)
+        if not prepared.has_state or not session.harness_session_id and not session.native_path:
+            self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
+                        attempt.number + 1, "outcome")
+            return self.opts.args
+        prompt = self.opts.continue_prompt if self.opts.headless else None
+        argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
+                                        session.native_path, prompt, self.opts.headless)
+        self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
+                                    "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls},
+                    attempt.number + 1, "outcome")
+        self.last_prepared = prepared
+        return argv
+
+    def _notice_resume(self, attempt: Attempt, outcome: str) -> None:
+        sig = exit_signal(attempt.rc)
+        how = f"killed by {signal.Signals(sig).name}" if sig else (
+            "hung" if outcome == "hung" else f"exited with code {attempt.rc}")
+        self.opts.notice(f"dh: {self.wrapper.name} {how}; resuming session {self.session.id} "
+                         f"(attempt {attempt.number + 1})")
+
+    def _sleep(self, delay: float) -> bool:
+        """Back off; True when the user stopped dh meanwhile."""
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not self.user_signal:
+            time.sleep(min(0.05, delay))
+        return bool(self.user_signal)
+
+    def _final_code(self, attempt: Attempt, outcome: str) -> int:
+        self.world.update_session(self.session.id, state=outcome)
+        if attempt.user_signal:
+            return 128 + attempt.user_signal
+        sig = exit_signal(attempt.rc)
+        return 128 + sig if sig else (attempt.rc or 0)
+
+    def _fatal(self, attempt: Attempt, reason: str) -> int:
+        self.world.update_session(self.session.id, state="fatal")
+        self.opts.notice(f"dh: giving up on session {self.session.id}: {self.wrapper.name} {reason}. "
+                         f"Resume it by hand with: dh resume {self.session.id}")
+        sig = exit_signal(attempt.rc)
+        return 128 + sig if sig else (attempt.rc or 1)
+
+    def _event(self, type_: str, details: dict, attempt: int | None = None, phase: str = "info"):
+        self.world.add_event(self.session.id, type_, details, attempt, phase)
+
+
+def prepare_sync(world, wrapper, session, native_id: str | None = None) -> None:
+    """The final drain: read every native file to its end once the harness has exited."""
+    from ..mirror.session import SessionMirror
+
+    session = world.get_session(session.id)
+    native = wrapper.locate(Path(session.home), native_id or session.harness_session_id,
+                            Path(session.native_path) if session.native_path else None)
+    if native and native.harness_session_id != session.harness_session_id:
+        world.update_session(session.id, harness_session_id=native.harness_session_id,
+                             native_path=str(native.sources[0].path))
+        session = world.get_session(session.id)
+    mirror = SessionMirror(world, wrapper, session)
+    if native:
+        mirror.track(native)
+    mirror.sync()
