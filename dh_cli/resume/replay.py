@@ -28,12 +28,12 @@ NEVER_TEXT = ("[dh] This tool call was interrupted: the harness process stopped 
               "was recorded. It may already have taken effect. Check the current state before "
               "repeating it.")
 FINISHED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped before its "
-                 "result was recorded, but the command itself ran to the end on its own{code}. "
-                 "Its effect has happened; its output was lost. Check the current state instead "
-                 "of running it again.")
+                 "result was recorded. It may already have taken effect: the command went on to "
+                 "finish on its own{code}, so its effect has happened, but its output was lost. "
+                 "Check the current state instead of running it again.")
 ENDED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped while the command "
-              "was still running, and dh ended the command. It may have partly taken effect. "
-              "Check the current state before repeating it.")
+              "was still running, and dh ended the command. It may already have taken effect, "
+              "or only partly. Check the current state before repeating it.")
 
 
 def default_class(tool: str) -> str:

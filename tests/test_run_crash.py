@@ -1,0 +1,73 @@
+"""`dh run` over each (fake) harness: a clean run, and a crash matrix — the harness SIGKILLs
+itself after a record, in the middle of writing one, during a tool and during a model call.
+Each must end with the turn complete after automatic resume, nothing paid twice, no `never`
+tool run twice, and every native record in the log exactly once."""
+
+import pytest
+
+from dh_cli.resume.rebuild import source_bytes
+
+from .fakes.model_server import FakeModelServer
+from .rig import HARNESSES, SCRIPT, Rig
+
+KILL_SCRIPT = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=5, delay_times=1),
+                           *SCRIPT["replies"][2:]]}
+CRASHES = ["after-record=1", "after-record=4", "after-record=7", "after-record=10",
+           "mid-record=5", "mid-record=9", "during-tool=1", "during-tool=2", "during-model=2"]
+
+
+@pytest.fixture
+def rig(tmp_path):
+    server = FakeModelServer(KILL_SCRIPT).start()
+    yield Rig(tmp_path, server)
+    server.stop()
+
+
+def check_log_equals_native(rig) -> None:
+    world = rig.world()
+    (session,) = world.list_sessions()
+    for source in world.sources(session["id"]):
+        if source.kind == "jsonl":
+            with open(source.path, "rb") as handle:
+                assert source_bytes(world, source) == handle.read()
+
+
+def final_text_logged(rig) -> bool:
+    world = rig.world()
+    (session,) = world.list_sessions()
+    return any(b"All done." in r.raw for r in world.records(session["id"]))
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_clean_run(rig, harness):
+    result = rig.run(harness)
+    assert result.returncode == 0, result.stderr.decode()
+    assert (rig.proj / "steps.log").read_text() == "step0\n"
+    assert (rig.proj / "a.txt").read_text() == "alpha\n"
+    assert rig.server.rebilled() == 0
+    assert final_text_logged(rig)
+    check_log_equals_native(rig)
+    assert b"resuming" not in result.stderr
+
+
+@pytest.mark.parametrize("crash", CRASHES)
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_crash_matrix(rig, harness, crash):
+    result = rig.run(harness, crash=crash)
+    assert result.returncode == 0, result.stderr.decode()
+    assert list(rig.tmp.glob("crashed-*")), "the crash point was never reached"
+    assert b"resuming session" in result.stderr
+    assert final_text_logged(rig)
+    assert rig.server.rebilled() == 0, rig.server.completed_counts()
+    assert (rig.proj / "steps.log").read_text() == "step0\n"  # the shell tool ran once
+    assert (rig.proj / "a.txt").read_text() == "alpha\n"
+    check_log_equals_native(rig)
+    if crash.startswith("during-tool"):
+        assert told_may_have_run(rig.server), "the cut-off shell call was not reported"
+
+
+def told_may_have_run(server) -> bool:
+    import json
+
+    bodies = [json.dumps(e["body"]) for e in server.main_requests()]
+    return any("may already have taken effect" in body for body in bodies)
