@@ -9,17 +9,30 @@ import sys
 
 import typer
 
-from . import __version__, logcli, output
+from . import __version__, configcli, doctorcli, logcli, output
 from .errors import DhError
 from .mirror.cli import import_command
 from .runcli import resume_command, run_command
 from .worlds.local import db_error
 from . import paths
 
+ROOT_HELP = """Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.
+
+dh mirrors every record of the harness's own session files into a local log as it is written,
+and resumes a crashed, killed or hung session with the harness's own resume flags, without
+paying twice for a model call whose answer is already logged.
+
+Example:
+  $ dh run claude -- -p "fix the failing test" --output-format stream-json --verbose
+  $ dh log show 1m8k6p --follow
+  $ dh doctor
+"""
+
 app = typer.Typer(
     name="dh",
-    help="Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.",
+    help=ROOT_HELP,
     no_args_is_help=True,
+    rich_markup_mode="rich",  # keeps each `$ dh …` line of an Example: block on its own line
     pretty_exceptions_enable=False,
     add_completion=True,
 )
@@ -27,6 +40,8 @@ app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_o
 app.command("resume")(resume_command)
 app.command("import")(import_command)
 app.add_typer(logcli.app, name="log")
+app.command("doctor")(doctorcli.doctor_command)
+app.add_typer(configcli.app, name="config")
 
 
 def _version(value: bool) -> None:

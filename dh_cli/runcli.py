@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import output
+from .config import load as load_config
 from .errors import NativeStateError
 from .resume.replay import parse_overrides
 from .supervisor.launch import default_env, resume_session, start_run
@@ -16,25 +17,32 @@ from .supervisor.runner import RunOptions
 from .worlds.local import LocalWorld
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
-RestartsOpt = Annotated[int, typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL)")]
-GraceOpt = Annotated[float, typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died")]
+RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
+GraceOpt = Annotated[Optional[float], typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died (default 3, or the config file)")]
 ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt sent on resume (default: continue where it left off)")]
 
 
 def _options(stall, restarts, grace, replay, supervise=True) -> RunOptions:
-    return RunOptions(binary=[], args=[], cwd=os.getcwd(), env=default_env(), stall_timeout=stall,
-                      tool_grace=grace, replay=parse_overrides(replay or []),
-                      policy=PolicyConfig(max_restarts=restarts), supervise=supervise,
-                      notice=output.note)
+    """Flags given on the command line win over the environment, the config file and the
+    defaults (None means "not given"); see dh_cli/config.py."""
+    flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
+    flags.update({f"replay.{tool}": cls for tool, cls in parse_overrides(replay or []).items()})
+    s = load_config(flags).settings
+    policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
+                          backoff_cap=s.restart.backoff_cap)
+    return RunOptions(binary=[], args=[], cwd=os.getcwd(), env=default_env(),
+                      stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
+                      replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
+                      supervise=supervise, notice=output.note)
 
 
 def run_command(
     harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
     args: Annotated[Optional[list[str]], typer.Argument(help="The harness's own arguments, after --")] = None,
     stall_timeout: StallOpt = None,
-    max_restarts: RestartsOpt = 5,
-    tool_grace: GraceOpt = 3.0,
+    max_restarts: RestartsOpt = None,
+    tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
 ) -> None:
     """Run a harness under supervision: log its session live and resume it after a crash.
@@ -54,8 +62,8 @@ def resume_command(
     prompt: PromptOpt = None,
     no_supervise: Annotated[bool, typer.Option("--no-supervise", help="Resume once; do not restart it if it crashes again")] = False,
     stall_timeout: StallOpt = None,
-    max_restarts: RestartsOpt = 5,
-    tool_grace: GraceOpt = 3.0,
+    max_restarts: RestartsOpt = None,
+    tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.

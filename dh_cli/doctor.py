@@ -1,0 +1,195 @@
+"""`dh doctor`: is this machine ready to run harnesses under dh?
+
+Each check returns a `Check` (ok / warn / fail / skip and one sentence), never prints. A
+missing harness is only a warning, since most people use one or two of them; a log that is
+damaged or readable by others, a bad config file, or an unreachable configured world is a
+failure. The harness `--version` calls run here, with a short timeout, so a hung binary
+cannot hang doctor."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import stat
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import paths
+from .errors import ConfigError, HarnessNotFound
+
+# The harness versions dh's parsers, resume flags and fakes were checked against.
+TESTED = {"claude-code": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33", "pi": "0.73.1"}
+VERSION_TIMEOUT = 5.0
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | skip
+    message: str
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_checks(env: dict | None = None) -> list[Check]:
+    from .wrappers import REGISTRY
+
+    env = dict(os.environ if env is None else env)
+    checks = []
+    for wrapper in REGISTRY.values():
+        checks.append(check_binary(wrapper, env))
+        checks.append(check_home(wrapper, env))
+    checks.append(check_log(paths.db_path()))
+    checks.append(check_private(paths.db_path()))
+    settings, config_check = check_config(env)
+    checks.append(config_check)
+    checks.append(check_postgres(settings))
+    return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == "fail" for c in checks)
+
+
+# harnesses ----------------------------------------------------------------------------------
+def check_binary(wrapper, env: dict) -> Check:
+    from .supervisor.launch import find_binary
+
+    name, tested = f"{wrapper.name} binary", TESTED.get(wrapper.name)
+    try:
+        argv = find_binary(wrapper, env)
+    except HarnessNotFound as exc:
+        return Check(name, "warn", str(exc), {"hint": exc.hint, "tested": tested})
+    if not shutil.which(argv[0], path=env.get("PATH")):
+        return Check(name, "fail", f"{argv[0]} is not an executable file",
+                     {"path": argv[0], "tested": tested})
+    version = harness_version(argv, env)
+    details = {"path": " ".join(argv), "version": version, "tested": tested}
+    if version is None:
+        return Check(name, "warn", f"{details['path']}: `--version` gave no version "
+                                   f"(dh was tested with {tested})", details)
+    status = "ok" if version == tested else "warn"
+    return Check(name, status, f"{details['path']} {version} (dh was tested with {tested})", details)
+
+
+def harness_version(argv: list[str], env: dict) -> str | None:
+    """The first x.y.z in `<harness> --version`, or None if it fails, hangs or prints none."""
+    try:
+        done = subprocess.run([*argv, "--version"], capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT, errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = _VERSION.search(done.stdout + "\n" + done.stderr)
+    return found.group(0) if found and done.returncode == 0 else None
+
+
+def check_home(wrapper, env: dict) -> Check:
+    home = wrapper.home(env)
+    name = f"{wrapper.name} home"
+    if not home.exists():
+        return Check(name, "warn", f"{home} does not exist yet (created by the harness's first run)",
+                     {"path": str(home)})
+    readable = os.access(home, os.R_OK | (os.X_OK if home.is_dir() else 0))
+    if not readable:
+        return Check(name, "fail", f"{home} is not readable by this user", {"path": str(home)})
+    return Check(name, "ok", f"{home} is readable", {"path": str(home)})
+
+
+# the log ------------------------------------------------------------------------------------
+def check_log(db: Path) -> Check:
+    if not db.exists():
+        return Check("log database", "warn", f"{db} does not exist yet (created on first use)",
+                     {"path": str(db)})
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            result = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return Check("log database", "fail", f"{db} cannot be checked: {exc}", {"path": str(db)})
+    if result != ["ok"]:
+        return Check("log database", "fail", f"{db} is damaged: {'; '.join(result[:3])}",
+                     {"path": str(db), "problems": result})
+    return Check("log database", "ok", f"{db} passes quick_check", {"path": str(db)})
+
+
+def check_private(db: Path) -> Check:
+    """The log holds whole conversations, so neither it nor its folder may be readable by others."""
+    if not db.exists():
+        return Check("log privacy", "skip", "no log yet", {"path": str(db)})
+    file_mode, dir_mode = _mode(db), _mode(db.parent)
+    details = {"path": str(db), "file_mode": oct(file_mode), "folder_mode": oct(dir_mode)}
+    problems = []
+    if file_mode & 0o077:
+        problems.append(f"{db} is {oct(file_mode)} (want 0o600)")
+    if dir_mode & 0o077:
+        problems.append(f"{db.parent} is {oct(dir_mode)} (want 0o700)")
+    if problems:
+        details["fix"] = f"chmod 600 {db} && chmod 700 {db.parent}"
+        return Check("log privacy", "fail", "; ".join(problems), details)
+    return Check("log privacy", "ok", f"{db} is 0o600 in a 0o700 folder", details)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# config and worlds --------------------------------------------------------------------------
+def check_config(env: dict):
+    from . import config
+
+    try:
+        effective = config.load(env=env)
+    except ConfigError as exc:
+        return None, Check("config", "fail", str(exc), {"path": str(paths.config_path())})
+    where = paths.config_path()
+    text = f"{where} is valid" if where.exists() else f"no config file ({where}); using defaults"
+    return effective.settings, Check("config", "ok", text, {"path": str(where)})
+
+
+def check_postgres(settings) -> Check:
+    from .util import redact_url
+
+    url = settings.postgres_url if settings else None
+    if not url:
+        if settings and settings.world == "postgres":
+            return Check("postgres world", "fail", "world is postgres but no URL is configured",
+                         {"hint": "set DH_POSTGRES_URL or postgres_url in the config file"})
+        return Check("postgres world", "skip", "no PostgreSQL URL configured")
+    shown = redact_url(url)
+    error = ping_postgres(url)
+    if error:
+        return Check("postgres world", "fail", f"{shown} is unreachable: {error}", {"url": shown})
+    return Check("postgres world", "ok", f"{shown} is reachable", {"url": shown})
+
+
+def ping_postgres(url: str, timeout: int = 5) -> str | None:
+    """None when `SELECT 1` works; otherwise psycopg's reason, with the password scrubbed."""
+    from .util import redact_url
+
+    try:
+        import psycopg  # only here: most machines never configure a remote world
+
+        with psycopg.connect(url, connect_timeout=timeout) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # any driver failure is the answer to "is it reachable?"
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        password = _password(url)
+        return redact_url(text.replace(password, "***") if password else text)
+    return None
+
+
+def _password(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None

@@ -1,0 +1,105 @@
+"""`dh doctor` against the fake harnesses: versions, homes, the log's health and privacy, and
+a configured PostgreSQL world, one line per check and a failing exit when one fails."""
+
+import json
+import os
+
+import pytest
+
+from dh_cli import doctor
+from dh_cli.worlds.local import LocalWorld
+
+from .fakes.install import install_fake_harnesses
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """Fake harnesses on PATH, a home for each, and a fresh log."""
+    install_fake_harnesses(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    for var, name in [("CLAUDE_CONFIG_DIR", "claude"), ("CODEX_HOME", "codex"),
+                      ("PI_CODING_AGENT_DIR", "pi"), ("XDG_DATA_HOME", "data")]:
+        (tmp_path / name).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / name))
+    (tmp_path / "data" / "opencode").mkdir()
+    (tmp_path / "data" / "opencode" / "opencode.db").touch()
+    for var in ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL"):
+        monkeypatch.delenv(var, raising=False)
+    LocalWorld().close()
+    return tmp_path
+
+
+def by_name(result) -> dict:
+    return {c["name"]: c for c in json.loads(result.stdout)}
+
+
+def test_a_ready_machine_passes_every_check(machine, run_dh):
+    result = run_dh("doctor", "--json")
+    checks = by_name(result)
+    assert result.exit_code == 0
+    assert checks["claude-code binary"]["details"]["version"] == "2.1.197"
+    assert {c["status"] for c in checks.values()} == {"ok", "skip"}
+    assert checks["postgres world"]["status"] == "skip"
+
+
+def test_text_output_is_one_line_per_check(machine, run_dh):
+    lines = run_dh("doctor").stdout.strip().splitlines()
+    assert len(lines) == len(doctor.run_checks())
+    assert lines[0].startswith("ok   claude-code binary: ") and "(dh was tested with 2.1.197)" in lines[0]
+
+
+def test_an_untested_or_missing_harness_only_warns(machine, run_dh, monkeypatch):
+    old = machine / "old-pi"
+    old.write_text("#!/bin/sh\necho 0.70.2\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("DH_PI_BIN", str(old))
+    (machine / "bin" / "codex").unlink()
+    result = run_dh("doctor", "--json")
+    checks = by_name(result)
+    assert result.exit_code == 0
+    assert checks["pi binary"]["status"] == "warn" and "0.70.2 (dh was tested with 0.73.1)" in checks["pi binary"]["message"]
+    assert checks["codex binary"]["status"] == "warn" and checks["codex binary"]["details"]["hint"]
+
+
+def test_a_hung_version_call_times_out(machine, monkeypatch):
+    hung = machine / "hung"
+    hung.write_text("#!/bin/sh\nsleep 30\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(doctor, "VERSION_TIMEOUT", 0.5)
+    assert doctor.harness_version([str(hung)], dict(os.environ)) is None
+
+
+def test_a_log_readable_by_others_fails(machine, run_dh, dh_home):
+    os.chmod(dh_home / "dh.db", 0o644)
+    result = run_dh("doctor", "--json")
+    check = by_name(result)["log privacy"]
+    assert result.exit_code == 1
+    assert check["status"] == "fail" and check["details"]["fix"].startswith("chmod 600 ")
+
+
+def test_a_damaged_log_fails(machine, run_dh, dh_home):
+    db = dh_home / "dh.db"
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    db.write_bytes(b"SQLite format 3\x00" + b"\x07" * 8192)
+    result = run_dh("doctor")
+    assert result.exit_code == 1
+    assert any(line.startswith("fail log database:") for line in result.stdout.splitlines())
+
+
+def test_an_unreachable_postgres_world_fails_without_showing_the_password(machine, run_dh, monkeypatch):
+    monkeypatch.setenv("DH_POSTGRES_URL", "postgresql://dh:hunter2@127.0.0.1:9/dh")
+    result = run_dh("doctor", "--json")
+    check = by_name(result)["postgres world"]
+    assert result.exit_code == 1 and check["status"] == "fail"
+    assert "postgresql://dh:***@127.0.0.1:9/dh" in check["message"]
+    assert "hunter2" not in result.stdout
+
+
+def test_a_bad_config_file_is_a_failed_check_not_a_crash(machine, run_dh, tmp_path):
+    path = tmp_path / "xdg-config" / "dh" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text("[restart]\nmax_restarts = -1\n")
+    result = run_dh("doctor", "--json")
+    assert result.exit_code == 1
+    assert "restart.max_restarts" in by_name(result)["config"]["message"]
