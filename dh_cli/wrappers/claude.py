@@ -4,17 +4,135 @@ message is one row per content block, all sharing `message.id` and the final usa
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import os
 import re
+import uuid
 from pathlib import Path
 
 from .. import paths
-from ..models import Parsed, ToolCall, ToolResult
-from .base import NativeSession, NativeSource, Wrapper, text_of
+from ..models import Parsed, Record, ToolCall, ToolResult
+from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, split_args, text_of
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
 FINAL_STOPS = {"end_turn", "stop_sequence", "max_tokens", "refusal"}
+VALUE_FLAGS = frozenset({
+    "--model", "--output-format", "--input-format", "--session-id", "--resume", "-r",
+    "--permission-mode", "--allowedTools", "--allowed-tools", "--disallowedTools",
+    "--disallowed-tools", "--append-system-prompt", "--system-prompt", "--max-turns",
+    "--mcp-config", "--settings", "--add-dir", "--fallback-model", "--agents", "--agent",
+    "--betas", "--setting-sources", "--max-budget-usd", "--json-schema", "--resume-session-at",
+    "--tools", "--plugin-dir", "--permission-prompt-tool", "--append-system-prompt-file",
+    "--system-prompt-file"})
+# commander `<values...>` options: they also take the bare words that follow them
+VARIADIC_FLAGS = frozenset({"--allowedTools", "--allowed-tools", "--disallowedTools",
+                            "--disallowed-tools", "--add-dir", "--mcp-config", "--betas",
+                            "--tools", "--plugin-dir"})
+RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
+# flags that pick or fork the session: a relaunch names the session itself instead
+SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
+PRINT_FLAGS = {"-p", "--print"}
+MAX_SLUG = 200
+SESSION_FIELDS = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch")
+
+
+# ---- argv and record helpers, shared by every wrapper (pure) -----------------------------
+# (they belong in base.py; they live here so the wrapper interface stays untouched for now)
+
+def parse_argv(args: list[str], value_flags: frozenset[str],
+               variadic: frozenset[str] = frozenset()) -> tuple[list[list[str]], list[str]]:
+    """The flags of args, each grouped with its value(s), and the positional words, both in
+    order. Built on split_args; a variadic flag also swallows the bare words right after it,
+    as commander does, so they are not mistaken for the prompt."""
+    flags, positionals = split_args(args, value_flags)
+    kinds = dict.fromkeys(flags, "flag") | dict.fromkeys(positionals, "word")
+    groups, words, want_value, last = [], [], False, -2
+    for i in sorted(kinds):
+        token = args[i]
+        if kinds[i] == "flag" and want_value:
+            groups[-1].append(token)
+            want_value = False
+        elif kinds[i] == "flag":
+            groups.append([token])
+            want_value = "=" not in token and token in value_flags
+        elif i == last + 1 and groups and groups[-1][0] in variadic:
+            groups[-1].append(token)
+        else:
+            words.append(token)
+            continue
+        last = i
+    return groups, words
+
+
+def flag_name(group: list[str]) -> str:
+    return group[0].split("=", 1)[0]
+
+
+def options(groups: list[list[str]]) -> dict[str, str | None]:
+    """Flag name -> its value (None for a switch); a repeated flag keeps its last value."""
+    out: dict[str, str | None] = {}
+    for group in groups:
+        name, eq, inline = group[0].partition("=")
+        out[name] = inline if eq else (group[1] if len(group) > 1 else None)
+    return out
+
+
+def kept_flags(groups: list[list[str]], drop: set[str]) -> list[str]:
+    """The flag tokens, values included, minus the groups whose flag is in drop."""
+    return [token for group in groups if flag_name(group) not in drop for token in group]
+
+
+def with_flags(args: list[str], extra: list[str]) -> list[str]:
+    """args plus dh's own flags, put before a `--` so they are never read as the prompt."""
+    cut = args.index("--") if "--" in args else len(args)
+    return [*args[:cut], *extra, *args[cut:]]
+
+
+def prompt_tail(prompt: str | None) -> list[str]:
+    """The continuation prompt as the last argv words; one that looks like a flag goes
+    after `--`."""
+    if not prompt:
+        return []
+    return ["--", prompt] if prompt.startswith("-") else [prompt]
+
+
+def headless_flags(groups: list[list[str]], drop: set[str], headless: bool) -> list[str]:
+    """Kept flags with the print switch made to match `headless` (Claude and Pi use -p)."""
+    kept = kept_flags(groups, drop | (set() if headless else PRINT_FLAGS))
+    has_print = any(flag_name(g) in PRINT_FLAGS for g in groups)
+    return ["-p", *kept] if headless and not has_print else kept
+
+
+def json_line(obj) -> bytes:
+    """One record as the harnesses write it: compact JSON, non-ASCII kept raw, a newline.
+    Text with lone surrogates (not valid UTF-8 raw) falls back to \\u escapes."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return (text + "\n").encode()
+    except UnicodeEncodeError:
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+def iso_now() -> str:
+    """UTC now as the harnesses stamp records: `2026-11-29T07:42:11.626Z`."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def json_objects(records: list[Record]) -> list[dict]:
+    """The records that decode to JSON objects, in order; anything else is skipped."""
+    objects = (load_json(r.raw)[0] for r in records)
+    return [obj for obj in objects if isinstance(obj, dict)]
+
+
+def stdout_object(line: bytes, marker: bytes) -> dict | None:
+    """A stdout line as a JSON object, if it contains marker; garbage gives None. The
+    cheap byte test keeps long output lines from being parsed for nothing."""
+    if marker not in line:
+        return None
+    obj, _ = load_json(line.strip())
+    return obj if isinstance(obj, dict) else None
 
 
 def project_slug(cwd: str) -> str:
@@ -124,3 +242,126 @@ class ClaudeWrapper(Wrapper):
             return False
         last = turns[-1]
         return last.kind == "assistant" and (last.stop_reason in FINAL_STOPS or last.synthetic)
+
+    # launching and resuming ----------------------------------------------------------------
+    value_flags = VALUE_FLAGS
+
+    def _split(self, args: list[str]) -> tuple[list[list[str]], list[str]]:
+        return parse_argv(args, self.value_flags, VARIADIC_FLAGS)
+
+    def is_headless(self, args: list[str]) -> bool:
+        return any(flag_name(g) in PRINT_FLAGS for g in self._split(args)[0])
+
+    def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
+        """Pin the session id up front with --session-id, so the transcript path is known
+        before launch; a user who resumes (and does not fork) keeps the session they named."""
+        groups, words = self._split(args)
+        opts = options(groups)
+        resuming = bool(RESUMING_FLAGS & opts.keys()) and "--fork-session" not in opts
+        native_id = opts.get("--session-id") or \
+            ((opts.get("--resume") or opts.get("-r")) if resuming else None)
+        argv = list(args)
+        if native_id is None and not resuming:
+            native_id = str(uuid.uuid4())
+            argv = with_flags(args, ["--session-id", native_id])
+        return LaunchPlan(argv, self.is_headless(args), native_id,
+                          self.transcript_path(home, cwd, native_id), " ".join(words) or None,
+                          resuming)
+
+    @staticmethod
+    def transcript_path(home: Path, cwd: str, native_id: str | None) -> Path | None:
+        """Where Claude writes the session. Slugs over 200 characters get a hash suffix dh
+        does not recompute: None, and the caller globs `projects/*/<id>.jsonl`."""
+        slug = project_slug(os.path.realpath(cwd))
+        if native_id is None or len(slug) > MAX_SLUG:
+            return None
+        return Path(home) / "projects" / slug / f"{native_id}.jsonl"
+
+    def id_from_output(self, line: bytes) -> str | None:
+        """stream-json's first line, `system/init`, names the session."""
+        obj = stdout_object(line, b'"init"')
+        if not obj or obj.get("type") != "system" or obj.get("subtype") != "init":
+            return None
+        sid = obj.get("session_id")
+        return sid if isinstance(sid, str) and sid else None
+
+    def resume_args(self, original: list[str], native_id: str, native_path: str | None,
+                    prompt: str | None, headless: bool) -> list[str]:
+        """`[flags…] --resume <id> <prompt>`: the user's flags minus the ones that chose or
+        forked a session, and minus the old prompt. Claude finds the file by cwd, so the
+        path is not passed; headless it needs a prompt."""
+        groups, _ = self._split(original)
+        flags = headless_flags(groups, SESSION_FLAGS, headless)
+        return [*flags, "--resume", native_id, *prompt_tail(prompt)]
+
+    # repairing a cut tool call -------------------------------------------------------------
+    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
+        """A `user` tool_result row (is_error) for a dangling tool_use, chained after the
+        current leaf so Claude keeps the step instead of dropping the call and asking the
+        model again. Nothing when the call is on a branch the conversation has left."""
+        rows = [r for r in json_objects(records) if r.get("uuid")]
+        source = next((r for r in rows if _holds_tool_use(r, call.id)), None)
+        if source is None or not _leaf_follows(rows, source):
+            return []
+        return [json_line(self._result_row(rows, source, call.id, text))]
+
+    @staticmethod
+    def _result_row(rows: list[dict], source: dict, call_id: str, text: str) -> dict:
+        """The row in the field order of Claude's own tool_result rows."""
+        row = {"parentUuid": rows[-1]["uuid"], "isSidechain": source.get("isSidechain", False)}
+        prompt_id = _prompt_id(rows, source)
+        if prompt_id:
+            row["promptId"] = prompt_id
+        row.update({"type": "user", "message": {"role": "user", "content": [
+            {"tool_use_id": call_id, "type": "tool_result", "content": text, "is_error": True}]},
+            "uuid": str(uuid.uuid4()), "timestamp": iso_now(), "toolUseResult": f"Error: {text}",
+            "sourceToolAssistantUUID": source["uuid"]})
+        row.update({k: source[k] for k in SESSION_FIELDS if k in source})
+        return row
+
+
+def _blocks(row: dict) -> list[dict]:
+    content = (row.get("message") or {}).get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _holds_tool_use(row: dict, call_id: str) -> bool:
+    return row.get("type") == "assistant" and any(
+        b.get("type") == "tool_use" and b.get("id") == call_id for b in _blocks(row))
+
+
+def _is_turn_row(row: dict) -> bool:
+    """A row that moves the conversation on: an assistant row, a user prompt or a
+    compaction. Tool results, attachments and other system rows do not."""
+    if row.get("type") == "assistant" or row.get("subtype") == "compact_boundary":
+        return True
+    return row.get("type") == "user" and not any(b.get("type") == "tool_result"
+                                                 for b in _blocks(row))
+
+
+def _leaf_follows(rows: list[dict], source: dict) -> bool:
+    """True when the leaf (the last row) is the tool message itself or follows it only
+    through tool results and side rows. Claude drops a dangling call on resume and carries
+    on from its text row; a result written then would make the dead branch the leaf again."""
+    by_uuid = {r["uuid"]: r for r in rows}
+    message_id = (source.get("message") or {}).get("id")
+    current, seen = rows[-1], set()
+    while current is not None and current["uuid"] not in seen:
+        if current is source or (current.get("type") == "assistant" and message_id and
+                                 (current.get("message") or {}).get("id") == message_id):
+            return True
+        if _is_turn_row(current):
+            return False
+        seen.add(current["uuid"])
+        current = by_uuid.get(current.get("parentUuid"))
+    return False
+
+
+def _prompt_id(rows: list[dict], source: dict) -> str | None:
+    """The promptId of the turn holding the call: assistant rows lack it, so take the last
+    user row written before the call."""
+    if source.get("promptId"):
+        return source["promptId"]
+    before = rows[:rows.index(source)]
+    return next((r["promptId"] for r in reversed(before)
+                 if r.get("type") == "user" and r.get("promptId")), None)

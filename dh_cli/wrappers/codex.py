@@ -6,14 +6,29 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from pathlib import Path
 
 from .. import paths
-from ..models import Parsed, ToolCall, ToolResult
-from .base import NativeSession, NativeSource, Wrapper, text_of
+from ..models import Parsed, Record, ToolCall, ToolResult
+from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, split_args, text_of
+from .claude import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
+                     prompt_tail, stdout_object)
 
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+# output item for each call item (a local shell call is answered like a function call)
+OUTPUT_FOR = {"function_call": ("function_call_output", "fco"),
+              "custom_tool_call": ("custom_tool_call_output", "ctco"),
+              "local_shell_call": ("function_call_output", "fco")}
+VALUE_FLAGS = frozenset({
+    "-m", "--model", "-c", "--config", "-C", "--cd", "-s", "--sandbox", "-p", "--profile",
+    "-i", "--image", "-o", "--output-last-message", "--output-schema", "--color", "--add-dir",
+    "-a", "--ask-for-approval", "--local-provider"})
+EXEC_WORDS = {"exec", "e"}
+# --last/--all pick a session themselves; images belong to the prompt already in the history
+RESUME_DROP = {"--last", "--all", "-i", "--image"}
 ROLLOUT_RE = re.compile(r"rollout-.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 
 
@@ -103,3 +118,114 @@ class CodexWrapper(Wrapper):
             if p.turn_start:
                 return False
         return False
+
+    # launching and resuming ----------------------------------------------------------------
+    value_flags = VALUE_FLAGS
+
+    def _command(self, args: list[str]) -> tuple[int | None, list[str]]:
+        """The index of the subcommand word (`exec`, `e` or `resume`; None for a plain
+        interactive launch) and the positional words after it."""
+        _, positional = split_args(args, self.value_flags)
+        words = [args[i] for i in positional]
+        if words and words[0] in EXEC_WORDS | {"resume"}:
+            return positional[0], words[1:]
+        return None, words
+
+    def is_headless(self, args: list[str]) -> bool:
+        index, _ = self._command(args)
+        return index is not None and args[index] in EXEC_WORDS
+
+    def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
+        """Codex cannot be given a thread id: it is read later from `thread.started` or
+        the new rollout. A user's own `resume <id>` names it, though."""
+        index, words = self._command(args)
+        headless, command = self.is_headless(args), args[index] if index is not None else None
+        if headless and words[:1] == ["resume"]:
+            command, words = "resume", words[1:]
+        if command != "resume":
+            return LaunchPlan(list(args), headless, prompt=" ".join(words) or None)
+        by_last = "--last" in options(parse_argv(args, self.value_flags)[0])
+        native_id = None if by_last or not words else words.pop(0)
+        return LaunchPlan(list(args), headless, native_id, prompt=" ".join(words) or None,
+                          resuming=True)
+
+    def id_from_output(self, line: bytes) -> str | None:
+        """`exec --json` prints `thread.started` first, before any model call."""
+        obj = stdout_object(line, b"thread.started")
+        if not obj or obj.get("type") != "thread.started":
+            return None
+        thread = obj.get("thread_id")
+        return thread if isinstance(thread, str) and thread else None
+
+    def resume_args(self, original: list[str], native_id: str, native_path: str | None,
+                    prompt: str | None, headless: bool) -> list[str]:
+        """Headless `exec <exec flags> resume <id> <prompt>` (exec options must come before
+        `resume`); interactive `resume <flags> <id>`. Flags written before the subcommand
+        stay there. Codex finds the rollout by id, so the path is not passed."""
+        index, _ = self._command(original)
+        cut = len(original) if index is None else index
+        pre = kept_flags(parse_argv(original[:cut], self.value_flags)[0], RESUME_DROP)
+        post = kept_flags(parse_argv(original[cut + 1:], self.value_flags)[0], RESUME_DROP)
+        if index is None:
+            pre, post = [], pre
+        command = ["exec", *post, "resume"] if headless else ["resume", *post]
+        return [*pre, *command, native_id, *prompt_tail(prompt)]
+
+    # repairing a cut tool call -------------------------------------------------------------
+    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
+        """A `response_item` output for the dangling call with dh's text, next ordinal and
+        history_sequence, so Codex sends it instead of its own synthetic "aborted".
+        Nothing when a later user message shows the thread already moved past the call."""
+        rows = json_objects(records)
+        at = next((i for i, r in enumerate(rows) if _is_call(r, call.id)), None)
+        if at is None or any(_is_user_message(r) for r in rows[at + 1:]):
+            return []
+        return [json_line(_output_record(rows, rows[at], text))]
+
+
+def _is_call(row: dict, call_id: str) -> bool:
+    payload = row.get("payload") or {}
+    return row.get("type") == "response_item" and payload.get("type") in CALL_TYPES \
+        and payload.get("call_id") == call_id
+
+
+def _is_user_message(row: dict) -> bool:
+    payload = row.get("payload") or {}
+    return row.get("type") == "response_item" and payload.get("type") == "message" \
+        and payload.get("role") == "user" \
+        and not text_of(payload.get("content")).startswith("<environment_context>")
+
+
+def _output_record(rows: list[dict], call_row: dict, text: str) -> dict:
+    """The output line in the shape Codex writes: ids and turn from the call, counters
+    one past the highest in the file."""
+    call = call_row["payload"]
+    kind, prefix = OUTPUT_FOR.get(call.get("type"), OUTPUT_FOR["function_call"])
+    turn = (call.get("internal_chat_message_metadata_passthrough") or {}).get("turn_id")
+    payload = {"type": kind, "id": f"{prefix}_{uuid.uuid4()}", "call_id": call.get("call_id"),
+               "output": text}
+    if turn:
+        payload["internal_chat_message_metadata_passthrough"] = {"turn_id": turn,
+                                                                 "create_time": time.time()}
+    ordinal = max((r["ordinal"] for r in rows if isinstance(r.get("ordinal"), int)), default=-1)
+    return {"timestamp": iso_now(), "ordinal": ordinal + 1, "type": "response_item",
+            "payload": payload, "metadata": _output_metadata(rows, call_row)}
+
+
+def _output_metadata(rows: list[dict], call_row: dict) -> dict:
+    """history_sequence continues the file's count; the rest copies what Codex put on the
+    call and on its last output."""
+    metas = [r["metadata"] for r in rows if isinstance(r.get("metadata"), dict)]
+    sequence = max((m["history_sequence"] for m in metas
+                    if isinstance(m.get("history_sequence"), int)), default=0)
+    call_meta = call_row.get("metadata") or {}
+    meta = {"history_sequence": sequence + 1}
+    if "sampled_through_sequence" in call_meta:
+        meta["sampled_through_sequence"] = call_meta["sampled_through_sequence"]
+    meta["client_authored"] = False
+    limits = [m["fallback_token_limit_override"] for m in metas
+              if "fallback_token_limit_override" in m]
+    if limits:
+        meta["fallback_token_limit_override"] = limits[-1]
+    meta["model_search_state"] = call_meta.get("model_search_state", "unused")
+    return meta

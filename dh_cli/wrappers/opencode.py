@@ -4,15 +4,25 @@ a JSON line `{"table": …, <columns>}`. The latest version of a row is its curr
 
 from __future__ import annotations
 
+import copy
 import json
+import time
 from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import NativeSession, NativeSource, TurnState, Wrapper
+from .base import LaunchPlan, NativeSession, NativeSource, TurnState, Wrapper, split_args
+from .claude import kept_flags, options, parse_argv, prompt_tail, stdout_object
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 OPEN_TOOL_STATES = {"pending", "running"}
+VALUE_FLAGS = frozenset({
+    "-s", "--session", "-m", "--model", "--agent", "--format", "--title", "-f", "--file",
+    "--variant", "--port", "--attach", "--log-level", "--dir", "--command", "--prompt",
+    "--hostname"})
+RESUMING_FLAGS = {"-s", "--session", "-c", "--continue"}
+# what picks or names the session, or belongs to the first message only (files, a command)
+RESUME_DROP = RESUMING_FLAGS | {"--fork", "--title", "-f", "--file", "--command", "--prompt"}
 
 
 def row_key(row: dict) -> str:
@@ -131,3 +141,104 @@ class OpenCodeWrapper(Wrapper):
         messages = [p for p in parsed if p.kind in ("user", "assistant")]
         return bool(messages) and messages[-1].kind == "assistant" and \
             messages[-1].stop_reason in FINAL_FINISH
+
+    # launching and resuming ----------------------------------------------------------------
+    value_flags = VALUE_FLAGS
+
+    def _run_index(self, args: list[str]) -> int | None:
+        """The index of the `run` subcommand, when the first positional word is `run`."""
+        _, positional = split_args(args, self.value_flags)
+        return positional[0] if positional and args[positional[0]] == "run" else None
+
+    def is_headless(self, args: list[str]) -> bool:
+        return self._run_index(args) is not None
+
+    def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
+        """OpenCode cannot be given a session id: dh reads `sessionID` from the JSON events
+        or the newest session row. `run` joins its message words with spaces; the TUI takes
+        its first prompt from --prompt."""
+        groups, words = parse_argv(args, self.value_flags)
+        opts = options(groups)
+        headless = self.is_headless(args)
+        prompt = " ".join(words[1:]) if headless else opts.get("--prompt")
+        resuming = bool(RESUMING_FLAGS & opts.keys()) and "--fork" not in opts
+        native_id = (opts.get("--session") or opts.get("-s")) if resuming else None
+        return LaunchPlan(list(args), headless, native_id, prompt=prompt or None,
+                          resuming=resuming)
+
+    def id_from_output(self, line: bytes) -> str | None:
+        """Every `run --format json` event carries `sessionID` (the first comes with the
+        first model reply)."""
+        obj = stdout_object(line, b'"sessionID"')
+        sid = obj.get("sessionID") if obj else None
+        return sid if isinstance(sid, str) and sid else None
+
+    def resume_args(self, original: list[str], native_id: str, native_path: str | None,
+                    prompt: str | None, headless: bool) -> list[str]:
+        """Headless `run <flags> --session <id> <prompt>`; the TUI `<flags> [project]
+        --session <id>` with the prompt as --prompt. The title, files and command of the
+        first message are not sent again."""
+        index = self._run_index(original)
+        cut = len(original) if index is None else index
+        pre, words = parse_argv(original[:cut], self.value_flags)
+        post, _ = parse_argv(original[cut + 1:], self.value_flags)
+        flags = kept_flags(pre, RESUME_DROP)
+        if headless:
+            return [*flags, "run", *kept_flags(post, RESUME_DROP), "--session", native_id,
+                    *prompt_tail(prompt)]
+        tui_prompt = ["--prompt", prompt] if prompt else []
+        return [*flags, *kept_flags(post, RESUME_DROP), *words, "--session", native_id,
+                *tui_prompt]
+
+    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
+        """OpenCode keeps no JSONL to append to: its repair is `repair_export` on the export
+        JSON before `opencode import`."""
+        return []
+
+
+# ---- repairing an export before `opencode import` --------------------------------------------
+
+def repair_export(export: dict, call_id: str, text: str) -> dict:
+    """A copy of the export with the tool part of `call_id` closed as an error carrying
+    dh's text, so the resumed model reads it instead of OpenCode's own "[Tool execution was
+    interrupted]". Only an open part (pending/running) or one OpenCode itself marked
+    interrupted is touched: a finished result is never overwritten."""
+    repaired = copy.deepcopy(export)
+    for message in repaired.get("messages") or []:
+        for part in message.get("parts") or []:
+            if part.get("type") == "tool" and part.get("callID") == call_id and _open(part):
+                part["state"] = _error_state(part.get("state") or {}, text)
+    return repaired
+
+
+def _open(part: dict) -> bool:
+    state = part.get("state") or {}
+    interrupted = (state.get("metadata") or {}).get("interrupted")
+    return state.get("status") in OPEN_TOOL_STATES or \
+        (state.get("status") == "error" and bool(interrupted))
+
+
+def _error_state(state: dict, text: str) -> dict:
+    """OpenCode's error state; input and start time kept, the end stamped now if unknown."""
+    times = state.get("time") or {}
+    now = time.time_ns() // 1_000_000
+    start = times.get("start", now)
+    return {"status": "error", "input": state.get("input") or {}, "error": text,
+            "time": {"start": start, "end": times.get("end", max(now, start))}}
+
+
+def drop_empty_assistant(export: dict) -> dict:
+    """A copy of the export without its trailing assistant messages that hold only a
+    `step-start` part: the step a kill cut before any output. OpenCode skips them on
+    resume anyway; dropping them keeps the rebuilt session clean."""
+    trimmed = copy.deepcopy(export)
+    messages = trimmed.get("messages") or []
+    while messages and _empty_assistant(messages[-1]):
+        messages.pop()
+    return trimmed
+
+
+def _empty_assistant(message: dict) -> bool:
+    info = message.get("info") or {}
+    kinds = {p.get("type") for p in message.get("parts") or []}
+    return info.get("role") == "assistant" and kinds <= {"step-start"}

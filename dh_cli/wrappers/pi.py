@@ -4,13 +4,26 @@ The leaf is the last entry in file order. Messages are written only once complet
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import time
+import uuid
 from pathlib import Path
 
 from .. import paths
-from ..models import Parsed, ToolCall, ToolResult
-from .base import NativeSession, NativeSource, Wrapper, text_of
+from ..models import Parsed, Record, ToolCall, ToolResult
+from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, text_of
+from .claude import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
+                     parse_argv, stdout_object, with_flags)
 
 FINAL_STOPS = {"stop", "length"}
+VALUE_FLAGS = frozenset({
+    "--provider", "--model", "--mode", "--session", "--session-dir", "--api-key",
+    "--system-prompt", "--append-system-prompt", "--thinking", "--tools", "--models",
+    "--export", "-e", "--extension", "--fork"})
+RESUMING_FLAGS = {"--continue", "-c", "--resume", "-r"}
+# flags that choose the session file; dh passes --session <path> itself
+SESSION_FLAGS = RESUMING_FLAGS | {"--session", "--no-session", "--fork"}
 
 
 def pi_session_dir_name(cwd: str) -> str:
@@ -98,3 +111,125 @@ class PiWrapper(Wrapper):
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]
         return bool(turns) and turns[-1].kind == "assistant" and turns[-1].stop_reason in FINAL_STOPS
+
+    # launching and resuming ----------------------------------------------------------------
+    value_flags = VALUE_FLAGS
+
+    def is_headless(self, args: list[str]) -> bool:
+        groups, _ = parse_argv(args, self.value_flags)
+        return bool(PRINT_FLAGS & options(groups).keys())
+
+    def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
+        """Pi's id cannot be chosen but its file can: `--session <new path>` names the file
+        in Pi's own layout before launch. Pi writes nothing until the first reply, so the
+        prompt is kept for a replay. Messages are separate prompts to Pi, hence the blank
+        line between them."""
+        groups, words = parse_argv(args, self.value_flags)
+        opts = options(groups)
+        prompt = "\n\n".join(words) or None
+        if SESSION_FLAGS & opts.keys():
+            path, resuming = self._chosen_session(opts, cwd)
+            return LaunchPlan(list(args), self.is_headless(args), native_path=path,
+                              prompt=prompt, resuming=resuming)
+        path = new_session_path(home, cwd, opts.get("--session-dir"))
+        return LaunchPlan(with_flags(args, ["--session", str(path)]), self.is_headless(args),
+                          native_path=path, prompt=prompt)
+
+    @staticmethod
+    def _chosen_session(opts: dict, cwd: str) -> tuple[Path | None, bool]:
+        """(file, resuming) for the user's own session flags. A --session value that is not
+        a path is an id prefix Pi looks up; -c/-r continue one Pi picks."""
+        value = opts.get("--session")
+        if value and ("/" in value or value.endswith(".jsonl")):
+            path = Path(cwd, os.path.expanduser(value))
+            return path, path.exists()
+        return None, bool(value) or bool(RESUMING_FLAGS & opts.keys())
+
+    def id_from_output(self, line: bytes) -> str | None:
+        """`--mode json` prints the session header first; its id is the session's."""
+        obj = stdout_object(line, b'"session"')
+        if not obj or obj.get("type") != "session":
+            return None
+        sid = obj.get("id")
+        return sid if isinstance(sid, str) and sid else None
+
+    def resume_args(self, original: list[str], native_id: str, native_path: str | None,
+                    prompt: str | None, headless: bool) -> list[str]:
+        """`[flags…] --session <file> <prompt>`. Always the full path when known: an id
+        prefix can match a session in another project and open an interactive fork
+        question. Headless Pi needs the prompt, or it does nothing."""
+        groups, _ = parse_argv(original, self.value_flags)
+        flags = headless_flags(groups, SESSION_FLAGS, headless)
+        session = str(native_path) if native_path else native_id
+        return [*flags, "--session", session, *([prompt] if prompt else [])]
+
+    # repairing a cut tool call -------------------------------------------------------------
+    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
+        """A `toolResult` message entry (isError) for the dangling call, as the new last
+        line: Pi's leaf is the last line, so the result must extend the path that holds
+        the call. Without it Pi sends "No result provided" on every later request. Nothing
+        when the leaf has moved past the call (a later prompt already follows it)."""
+        entries = [e for e in json_objects(records) if e.get("type") != "session"]
+        source = next((e for e in entries if _holds_call(e, call.id)), None)
+        if source is None or not entries or not _leaf_follows(entries, source):
+            return []
+        taken = {e.get("id") for e in entries}
+        return [json_line(_result_entry(entries[-1]["id"], taken, call, source, text))]
+
+
+def new_session_path(home: Path, cwd: str, session_dir: str | None = None) -> Path:
+    """A new file in Pi's own layout: `<ISO time, ':' and '.' as '-'>_<uuid>.jsonl` in the
+    cwd's folder under `sessions/` (or flat in --session-dir, as Pi uses it)."""
+    now = iso_now()
+    name = f"{now.replace(':', '-').replace('.', '-')}_{uuid.uuid4()}.jsonl"
+    if session_dir:
+        return Path(cwd, os.path.expanduser(session_dir)) / name
+    return Path(home) / "sessions" / pi_session_dir_name(os.path.realpath(cwd)) / name
+
+
+def _message(entry: dict) -> dict:
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return message if isinstance(message, dict) else {}
+
+
+def _holds_call(entry: dict, call_id: str) -> bool:
+    message = _message(entry)
+    return message.get("role") == "assistant" and any(
+        isinstance(b, dict) and b.get("type") == "toolCall" and b.get("id") == call_id
+        for b in message.get("content") or [])
+
+
+def _moves_on(entry: dict) -> bool:
+    """An entry that changes what the model sees next: any message but a tool result, or a
+    summary. Labels, model and thinking changes and the like do not."""
+    if entry.get("type") in ("compaction", "branch_summary"):
+        return True
+    return entry.get("type") == "message" and _message(entry).get("role") != "toolResult"
+
+
+def _leaf_follows(entries: list[dict], source: dict) -> bool:
+    """True when the last line is the call's assistant entry or hangs from it through tool
+    results and side entries only: then a result appended as the new leaf keeps the whole
+    context. After a later prompt it would cut that prompt off the path."""
+    by_id = {e.get("id"): e for e in entries}
+    current, steps = entries[-1], 0
+    while current is not None and steps <= len(entries):
+        if current is source:
+            return True
+        if _moves_on(current):
+            return False
+        current, steps = by_id.get(current.get("parentId")), steps + 1
+    return False
+
+
+def _result_entry(parent: str, taken: set, call: ToolCall, source: dict, text: str) -> dict:
+    """The entry in Pi's field order, with a fresh 8-hex id."""
+    entry_id = secrets.token_hex(4)
+    while entry_id in taken:
+        entry_id = secrets.token_hex(4)
+    name = next((b.get("name") for b in _message(source).get("content") or []
+                 if isinstance(b, dict) and b.get("id") == call.id), call.name)
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": iso_now(),
+            "message": {"role": "toolResult", "toolCallId": call.id, "toolName": name,
+                        "content": [{"type": "text", "text": text}], "isError": True,
+                        "timestamp": time.time_ns() // 1_000_000}}
