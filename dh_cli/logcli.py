@@ -1,17 +1,33 @@
-"""`dh log …`: list, show and rebuild sessions from the log; schema status."""
+"""`dh log …`: list, show (or follow), export and rebuild sessions from the log; schema status."""
 
+import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from . import output, render
+from .export import export_session
+from .follow import follow
 from .logview import build_view
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
+from .util import atomic_write
 from .worlds.migrations import migrations
 
-app = typer.Typer(help="Read the log: sessions, timelines, native records.", no_args_is_help=True)
+app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
+
+Example:
+  $ dh log list
+  $ dh log show 1m8k6p --follow
+""", no_args_is_help=True, rich_markup_mode="rich")
+
+class ExportFormat(str, Enum):
+    md = "md"
+    html = "html"
+    jsonl = "jsonl"
+
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 
@@ -41,23 +57,59 @@ def log_show(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
     json_: JsonOpt = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
 ) -> None:
     """Show a session's timeline: turns, prompts, tool calls, tokens, crashes and resumes.
 
     Example:
       $ dh log show 1m8k6p
       $ dh log show 1m8k6p --raw > transcript.jsonl
+      $ dh log show 1m8k6p --follow
     """
     world = LocalWorld()
     found = world.find_session(session)
     if raw:
         render.write_raw(world.records(found.id))
         return
+    if follow:
+        _follow(world, found.id, json_)
     view = build_view(world, found)
     if json_:
         output.print_json(view.to_dict())
     else:
         render.session_view(view)
+
+
+def _follow(world, session_id: str, json_: bool) -> None:
+    """Runs until Ctrl-C, which ends it with 130 and no traceback."""
+    output.note(f"dh: following session {session_id} (Ctrl-C to stop)")
+    try:
+        for update in follow(world, session_id):
+            render.follow_update(update, json_)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@app.command("export")
+def log_export(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (one self-contained page) or jsonl (the native records)")] = ExportFormat.md,
+    out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout")] = None,
+) -> None:
+    """Export a session as Markdown, a self-contained HTML page, or its native records.
+
+    Example:
+      $ dh log export 1m8k6p --format html -o session.html
+      $ dh log export 1m8k6p --format md > session.md
+    """
+    world = LocalWorld()
+    data = export_session(world, world.find_session(session), format_.value)
+    if out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        atomic_write(out, data)  # 0600: an export holds the whole conversation
+        output.note(f"dh: wrote {out} ({len(data):,} bytes)")
 
 
 @app.command("rebuild")

@@ -32,8 +32,9 @@ def _short(value, limit: int = 160) -> str:
 
 
 class _Builder:
-    def __init__(self, label: str):
+    def __init__(self, label: str, full: bool = False):
         self.label, self.turn, self.items = label, 0, []
+        self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
         self.calls: dict[str, dict] = {}
         self.roles: dict[str, str] = {}
 
@@ -45,7 +46,7 @@ class _Builder:
         if p.kind == "user" or (p.kind == "text" and self.roles.get(p.parent_id) == "user"):
             self._prompt(p)
         elif p.kind in ("assistant", "text", "tool_call") and p.text:
-            self._emit("assistant", p, text=_short(p.text, 400))
+            self._emit("assistant", p, text=self._short(p.text, 400))
         if p.usage:
             self._model_call(p, p.usage)
         for call in p.tool_calls:
@@ -53,16 +54,21 @@ class _Builder:
         for result in p.tool_results:
             if result.call_id in self.calls:
                 self.calls[result.call_id]["status"] = "error" if result.is_error else "ok"
-                self.calls[result.call_id]["result"] = _short(result.text)
+                self.calls[result.call_id]["result"] = self._short(result.text)
         if p.kind == "compaction":
-            self._emit("compaction", p, text=_short(p.text))
+            self._emit("compaction", p, text=self._short(p.text))
+
+    def _short(self, value, limit: int = 160) -> str:
+        if not self.full:
+            return _short(value, limit)
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
 
     def _prompt(self, p: Parsed) -> None:
         if p.kind == "user" and not p.text:
             return  # OpenCode keeps the prompt text in a part
         if not p.synthetic:
             self.turn += 1
-        self._emit("prompt", p, text=_short(p.text, 400))
+        self._emit("prompt", p, text=self._short(p.text, 400))
 
     def _emit(self, type_: str, p: Parsed, **extra) -> dict:
         item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic, **extra}
@@ -77,7 +83,7 @@ class _Builder:
         if call.id in self.calls:
             return
         item = {"type": "tool_call", "turn": self.turn, "source": self.label, "tool": call.name,
-                "call_id": call.id, "input": _short(call.input), "status": "dangling"}
+                "call_id": call.id, "input": self._short(call.input), "status": "dangling"}
         self.items.append(item)
         self.calls[call.id] = item
 
@@ -91,13 +97,14 @@ def _use_logged_usage(records: list, parsed: list[Parsed]) -> None:
             "cache_read": record.tokens_cache_read, "cache_write": record.tokens_cache_write}
 
 
-def build_view(world, session: Session) -> SessionView:
+def build_view(world, session: Session, full: bool = False) -> SessionView:
+    """The session as data; `full` keeps whole texts instead of one-line summaries."""
     wrapper = get_wrapper(session.harness)
     view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
     for index, source in enumerate(world.sources(session.id)):
         records = _latest(world, session.id, source)
         parsed = wrapper.conversation(records)
-        builder = _Builder(source.relpath)
+        builder = _Builder(source.relpath, full)
         if source.kind != "opencode":
             _use_logged_usage(records, parsed)
         for p in parsed:

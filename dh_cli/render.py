@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from . import output
@@ -68,3 +69,21 @@ def session_view(view: SessionView) -> None:
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
     out.print(f"last turn: {state}{dangling}", markup=False)
+
+
+def follow_update(update: dict, as_json: bool = False) -> None:
+    """One line per update of `dh log show --follow`, flushed at once so a pipe sees it live
+    (with --json: one JSON object a line)."""
+    if as_json:
+        sys.stdout.write(json.dumps(update, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    kind = update["kind"]
+    if kind == "item":
+        line = _item_line(update)
+    elif kind == "result":
+        line = f"  tool {update['tool']} [{update['status']}] {update.get('result', '')}"
+    else:
+        line = f"event {update['seq']} {update['at']} {update['type']} {update['details']}"
+    output.out.print(line, markup=False)
+    output.out.file.flush()

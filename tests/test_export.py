@@ -1,0 +1,133 @@
+"""`dh log export`: Markdown, a self-contained HTML page checked in a real headless browser
+(Debian chromium), and the native records byte-exact."""
+
+import json
+import re
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from dh_cli.export import timeline
+from dh_cli.worlds.local import LocalWorld
+
+from .conftest import fixture_home
+
+# What a supervised session that crashed once and was resumed leaves in the journal.
+CRASH_EVENTS = [
+    ("launch", {"argv": ["claude", "-p", "Create the files."]}, 1, "intent"),
+    ("launched", {"pid": 4242, "create_time": 1.0}, 1, "outcome"),
+    ("exited", {"code": -9, "signal": 9, "stalled": False, "user_signal": None}, 1, "outcome"),
+    ("state", {"from": "RUNNING", "to": "BACKOFF", "outcome": "crashed", "reason": "crashed"}, 1, "info"),
+    ("resume", {"attempt": 2}, 2, "intent"),
+    ("repair", {"call_id": "toolu_01", "tool": "Bash", "class": "never"}, 2, "intent"),
+    ("repaired", {"call_id": "toolu_01", "tool": "Bash", "class": "never"}, 2, "outcome"),
+    ("resume_plan", {"mode": "resume", "argv": ["--resume", "x"]}, 2, "outcome"),
+    ("launch", {"argv": ["claude", "--resume", "x"]}, 2, "intent"),
+    ("exited", {"code": 0, "signal": None}, 2, "outcome"),
+    ("state", {"from": "RUNNING", "to": "EXITED", "outcome": "finished"}, 2, "info"),
+]
+
+
+@pytest.fixture
+def crashed(tmp_path, run_dh):
+    """An imported real Claude Code session with a crash, a repair and a resume journaled."""
+    home = fixture_home("claude-code", "killed-resumed", tmp_path)
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    world = LocalWorld()
+    (session,) = world.list_sessions()
+    for type_, details, attempt, phase in CRASH_EVENTS:
+        world.add_event(session["id"], type_, details, attempt, phase)
+    return session["id"], home
+
+
+def test_timeline_marks_each_attempt_crash_repair_and_resume():
+    events = [{"seq": i, "at": f"t{i}", "type": t, "details": d, "attempt": a}
+              for i, (t, d, a, _) in enumerate(CRASH_EVENTS, 1)]
+    assert [(m["kind"], m["label"]) for m in timeline(events)] == [
+        ("attempt", "attempt 1"), ("crash", "crash: SIGKILL"), ("resume", "resume"),
+        ("repair", "repair Bash"), ("attempt", "attempt 2"), ("exit", "exit 0")]
+
+
+def test_jsonl_is_the_native_records_byte_exact(crashed, run_dh):
+    session_id, home = crashed
+    exported = run_dh("log", "export", session_id, "--format", "jsonl").stdout_bytes
+    assert exported == run_dh("log", "show", session_id, "--raw").stdout_bytes
+    assert exported == next(home.glob("projects/*/*.jsonl")).read_bytes()
+
+
+def test_markdown_has_the_conversation_folded_tools_tokens_and_timeline(crashed, run_dh):
+    text = run_dh("log", "export", crashed[0], "--format", "md").stdout
+    assert text.startswith(f"# dh session {crashed[0]} (claude-code)")
+    assert "**crash** crash: SIGKILL" in text and "**resume** resume" in text
+    assert "> Create the files." in text
+    assert "<summary>tool Bash [ok]</summary>" in text and '"command": "echo step0 >> steps.log"' in text
+    assert "- tokens: 40 in / 20 out" in text
+
+
+def test_an_export_file_is_private(crashed, run_dh, tmp_path):
+    out = tmp_path / "session.html"
+    assert run_dh("log", "export", crashed[0], "--format", "html", "-o", str(out)).exit_code == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_html_is_self_contained(crashed, run_dh):
+    page = run_dh("log", "export", crashed[0], "--format", "html").stdout
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    assert not re.search(r"url\(", page)
+    assert "default-src 'none'" in page  # the browser may not fetch anything at all
+
+
+# the browser ---------------------------------------------------------------------------------
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def open_in_chromium(page, tmp_path, name: str) -> tuple[str, list[dict]]:
+    """Load a file:// page in headless chromium with every proxy connection refused; return
+    the rendered DOM and the requests the page itself started (from chromium's net log)."""
+    net_log, shot = tmp_path / f"{name}.netlog.json", tmp_path / f"{name}.png"
+    argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--no-first-run",
+            f"--user-data-dir={tmp_path / (name + '-profile')}", "--proxy-server=127.0.0.1:9",
+            f"--log-net-log={net_log}", f"--screenshot={shot}", "--window-size=1000,1400",
+            "--dump-dom", page.as_uri()]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    return done.stdout, page_requests(net_log)
+
+
+def page_requests(net_log) -> list[dict]:
+    """Requests chromium made on behalf of a page; its own background traffic (updates,
+    dictionaries) has the initiator 'not an origin'."""
+    data = json.loads(net_log.read_text())
+    start = data["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    jobs = [e.get("params", {}) for e in data["events"] if e["type"] == start]
+    return [p for p in jobs if p.get("url") and p.get("initiator") != "not an origin"]
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
+def test_html_renders_in_a_headless_browser_with_the_crash_marks_and_no_network(crashed, run_dh, tmp_path):
+    page = tmp_path / "session.html"
+    page.write_bytes(run_dh("log", "export", crashed[0], "--format", "html").stdout_bytes)
+    dom, requests = open_in_chromium(page, tmp_path, "export")
+    assert requests == []
+    strip = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', dom, re.S).group(1)
+    assert re.findall(r'class="mark (\w+)"', strip) == ["attempt", "crash", "resume", "repair",
+                                                         "attempt", "exit"]
+    assert ">crash: SIGKILL</li>" in strip
+    assert 'class="msg user">Create the files.</div>' in dom
+    assert dom.count('<details class="tool">') == 3
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
+def test_the_network_check_sees_a_page_that_does_fetch(tmp_path):
+    """The control: the same net-log check catches a page with remote assets."""
+    page = tmp_path / "remote.html"
+    page.write_text('<html><body><p>remote</p><img src="http://assets.invalid/x.png">'
+                    + "<p>" + "filler " * 2000 + "</p></body></html>")
+    dom, requests = open_in_chromium(page, tmp_path, "control")
+    assert "<p>remote</p>" in dom
+    assert [r["url"] for r in requests] == ["http://assets.invalid/x.png"]
