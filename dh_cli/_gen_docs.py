@@ -167,12 +167,7 @@ def _bold_opts(term: str) -> str:
 
 
 def roff_command(doc: Doc, level: str = ".SS") -> list[str]:
-    summary, paragraphs, example = split_help(doc.command.help)
-    out = [f"{level} {esc(doc.path)}", f"\\fB{esc(usage(doc))}\\fR", ".PP", esc(summary)]
-    for para in paragraphs:
-        out += [".PP", esc(para)]
-    if example:
-        out += [".PP", "Example:", ".RS", ".nf", *[esc(line) for line in example], ".fi", ".RE"]
+    out = [f"{level} {esc(doc.path)}", f"\\fB{esc(usage(doc))}\\fR", *_prose(doc)]
     for term, help_ in options(doc):
         out += [".TP", _bold_opts(term), esc(" ".join(help_.split()))]
     return out
@@ -191,16 +186,26 @@ def _header(name: str, summary: str, version: str) -> list[str]:
             f"{esc(name.replace(' ', '-'))} \\- {esc(summary)}"]
 
 
+def _prose(doc: Doc) -> list[str]:
+    """The help's paragraphs, then its Example: lines kept as they are (no filling)."""
+    summary, paragraphs, example = split_help(doc.command.help)
+    out = []
+    for para in [summary, *paragraphs]:
+        out += [".PP", esc(para)]
+    if example:
+        out += [".PP", "Example:", ".RS", ".nf", *[esc(line) for line in example], ".fi", ".RE"]
+    return out
+
+
+def _page_top(doc: Doc, version: str) -> list[str]:
+    summary = split_help(doc.command.help)[0]
+    return _header(doc.path, summary, version) + [
+        ".SH SYNOPSIS", f"\\fB{esc(usage(doc))}\\fR", ".SH DESCRIPTION", *_prose(doc)[1:]]
+
+
 def man_root(docs: list[Doc], version: str) -> str:
     root = docs[0]
-    summary, paragraphs, example = split_help(root.command.help)
-    lines = _header("dh", summary, version)
-    lines += [".SH SYNOPSIS", f"\\fB{esc(usage(root))}\\fR", ".SH DESCRIPTION", esc(summary)]
-    for para in paragraphs:
-        lines += [".PP", esc(para)]
-    if example:
-        lines += [".PP", "Example:", ".RS", ".nf", *[esc(x) for x in example], ".fi", ".RE"]
-    lines += [".SH OPTIONS"] + [x for term, help_ in options(root)
+    lines = _page_top(root, version) + [".SH OPTIONS"] + [x for term, help_ in options(root)
                                 for x in (".TP", _bold_opts(term), esc(help_))]
     lines += [".SH COMMANDS"]
     for doc in docs[1:]:
@@ -212,14 +217,7 @@ def man_root(docs: list[Doc], version: str) -> str:
 
 
 def man_group(group: Doc, docs: list[Doc], version: str) -> str:
-    summary, paragraphs, example = split_help(group.command.help)
-    lines = _header(group.path, summary, version)
-    lines += [".SH SYNOPSIS", f"\\fB{esc(usage(group))}\\fR", ".SH DESCRIPTION", esc(summary)]
-    for para in paragraphs:
-        lines += [".PP", esc(para)]
-    if example:
-        lines += [".PP", "Example:", ".RS", ".nf", *[esc(x) for x in example], ".fi", ".RE"]
-    lines += [".SH COMMANDS"]
+    lines = _page_top(group, version) + [".SH COMMANDS"]
     for doc in docs:
         if doc.path.startswith(group.path + " "):
             lines += roff_command(doc)

@@ -73,6 +73,7 @@ def log_show(
         return
     if follow:
         _follow(world, found.id, json_)
+        return
     view = build_view(world, found)
     if json_:
         output.print_json(view.to_dict())

@@ -125,3 +125,4 @@ def test_text_follow_prints_the_timeline_lines(live, run_dh, monkeypatch):
                         lambda world, sid: follow(world, sid, 0.01, stop=lambda: next(stop_after)))
     text = run_dh("log", "show", session_id, "--follow").stdout
     assert "[turn 1] user: " in text and "  tool Bash [dangling]" in text
+    assert "last turn:" not in text  # the follow output only, not the whole view after it
