@@ -12,7 +12,7 @@ import pytest
 from dh_cli.export import timeline
 from dh_cli.worlds.local import LocalWorld
 
-from .conftest import fixture_home
+from .conftest import fixture_home, scenarios
 
 # What a supervised session that crashed once and was resumed leaves in the journal.
 CRASH_EVENTS = [
@@ -131,3 +131,17 @@ def test_the_network_check_sees_a_page_that_does_fetch(tmp_path):
     dom, requests = open_in_chromium(page, tmp_path, "control")
     assert "<p>remote</p>" in dom
     assert [r["url"] for r in requests] == ["http://assets.invalid/x.png"]
+
+
+ALL = [(h, s) for h in ("claude-code", "codex", "pi", "opencode") for s in scenarios(h)]
+
+
+@pytest.mark.parametrize("harness,scenario", ALL)
+def test_every_fixture_exports_with_every_tool_call_folded(harness, scenario, tmp_path, run_dh):
+    run_dh("import", harness, "--all", "--home", str(fixture_home(harness, scenario, tmp_path)))
+    (session,) = LocalWorld().list_sessions()
+    view = json.loads(run_dh("log", "show", session["id"], "--json").stdout)
+    calls = sum(1 for item in view["items"] if item["type"] == "tool_call")
+    page = run_dh("log", "export", session["id"], "--format", "html").stdout
+    assert page.count('<details class="tool">') == calls
+    assert run_dh("log", "export", session["id"], "--format", "md").stdout.count("<details>") == calls
