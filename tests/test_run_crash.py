@@ -12,8 +12,26 @@ from .rig import HARNESSES, SCRIPT, Rig
 
 KILL_SCRIPT = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=5, delay_times=1),
                            *SCRIPT["replies"][2:]]}
-CRASHES = ["after-record=1", "after-record=4", "after-record=7", "after-record=10",
-           "mid-record=5", "mid-record=9", "during-tool=1", "during-tool=2", "during-model=2"]
+# Kill points per harness (see tests/fakes: a "record" is one line, or one OpenCode row write).
+# after-record points sit on message boundaries: each real harness writes the rows of one
+# model message in one go, so a kill between them is not a state the real programs leave.
+# mid-record points tear a tool-result line, the one record a harness writes on its own.
+# during-tool counts shell commands only; during-model=2 lands while reply #1 is stalled, so
+# the killed call was never completely delivered (a kill after a delivered reply that the
+# harness had not yet saved loses that reply in the harness itself, before dh can see it).
+CRASHES = {
+    "claude-code": ["after-record=3", "after-record=7", "after-record=8", "after-record=10",
+                    "after-record=13", "mid-record=8", "mid-record=10", "during-tool=1",
+                    "during-model=2"],
+    "pi": ["after-record=5", "after-record=6", "after-record=8", "after-record=10", "mid-record=6",
+           "mid-record=8", "during-tool=1", "during-model=2"],
+    "codex": ["after-record=8", "after-record=12", "after-record=15", "after-record=20",
+              "after-record=29", "mid-record=15", "mid-record=20", "during-tool=1", "during-tool=2",
+              "during-tool=3", "during-model=2"],
+    "opencode": ["after-record=2", "after-record=9", "during-tool=1", "during-tool=2",
+                 "during-model=2"],
+}
+MATRIX = [(h, c) for h, crashes in CRASHES.items() for c in crashes]
 
 
 @pytest.fixture
@@ -50,17 +68,21 @@ def test_clean_run(rig, harness):
     assert b"resuming" not in result.stderr
 
 
-@pytest.mark.parametrize("crash", CRASHES)
-@pytest.mark.parametrize("harness", HARNESSES)
+def read(path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.parametrize("harness,crash", MATRIX)
 def test_crash_matrix(rig, harness, crash):
     result = rig.run(harness, crash=crash)
     assert result.returncode == 0, result.stderr.decode()
     assert list(rig.tmp.glob("crashed-*")), "the crash point was never reached"
-    assert b"resuming session" in result.stderr
+    assert b"resuming session" in result.stderr or b"nothing to resume" in result.stderr
     assert final_text_logged(rig)
     assert rig.server.rebilled() == 0, rig.server.completed_counts()
-    assert (rig.proj / "steps.log").read_text() == "step0\n"  # the shell tool ran once
-    assert (rig.proj / "a.txt").read_text() == "alpha\n"
+    # a cut-off call is reported, never re-run by dh: each effect happened at most once
+    assert read(rig.proj / "steps.log") in ("", "step0\n")
+    assert read(rig.proj / "a.txt") in ("", "alpha\n")
     check_log_equals_native(rig)
     if crash.startswith("during-tool"):
         assert told_may_have_run(rig.server), "the cut-off shell call was not reported"

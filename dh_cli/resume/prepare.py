@@ -83,7 +83,11 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
         text = repair_text(cls, outcome)
         world.add_event(session.id, "repair", {"call_id": call.id, "tool": call.name,
                                                "replay": cls, "outcome": outcome}, phase="intent")
-        _apply_repair(world, wrapper, session, main, call, text, records)
+        if not _apply_repair(world, wrapper, session, main, call, text, records):
+            # the conversation moved past this call on an earlier resume: a dead branch
+            world.add_event(session.id, "repair_skipped", {"call_id": call.id, "why": "dead branch"},
+                            phase="outcome")
+            continue
         mirror.sync()
         records = _latest(world, session, main)
         world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
@@ -91,13 +95,15 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
         prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
 
 
-def _apply_repair(world, wrapper, session, main, call, text, records) -> None:
+def _apply_repair(world, wrapper, session, main, call, text, records) -> bool:
     if main.kind == "opencode":
         from ..mirror.opencode_db import set_tool_error
 
-        set_tool_error(Path(main.path), session.harness_session_id, call.id, text)
-        return
-    _append(Path(main.path), wrapper.repair_lines(records, call, text))
+        return set_tool_error(Path(main.path), session.harness_session_id, call.id, text)
+    lines = wrapper.repair_lines(records, call, text)
+    if lines:
+        _append(Path(main.path), lines)
+    return bool(lines)
 
 
 def _latest(world, session: Session, source) -> list:

@@ -64,7 +64,10 @@ def classify(attempt: Attempt, turn_complete: bool, interactive: bool) -> str:
     if attempt.stalled:
         return "hung"
     if exit_signal(attempt.rc):
-        return "crashed"
+        # A headless harness killed after its final answer was written has nothing left to
+        # do: resuming it would only pay for a fresh model call. An interactive one is
+        # brought back (a resume without a prompt costs nothing) so the user can go on.
+        return "finished" if turn_complete and not interactive else "crashed"
     if interactive or turn_complete or attempt.rc == 0:
         return "finished"  # the harness chose to exit (a failing code is passed through)
     return "crashed"
@@ -110,10 +113,10 @@ class Supervisor:
                 return self._final_code(attempt, outcome)
             if decision.state == states.FATAL:
                 return self._fatal(attempt, decision.reason)
-            self._notice_resume(attempt, outcome)
             if self._sleep(decision.delay):
                 return 128 + self.user_signal
-            argv = self._resume_argv(attempt)
+            argv, kept = self._resume_argv(attempt)
+            self._notice_resume(attempt, outcome, kept)
 
     def _run_attempt(self, argv: list[str]) -> Attempt:
         number = self.session.attempts + 1
@@ -206,7 +209,7 @@ class Supervisor:
             records = [r for r in records if r.generation == top]
         return self.wrapper.turn_state(records).complete
 
-    def _resume_argv(self, attempt: Attempt) -> list[str]:
+    def _resume_argv(self, attempt: Attempt) -> tuple[list[str], int]:
         session = self.session = self.world.get_session(self.session.id)
         self._event("resume", {"attempt": attempt.number + 1}, attempt.number + 1, "intent")
         prepared = prepare_resume(self.world, self.wrapper, session, self.opts.replay,
@@ -215,22 +218,21 @@ class Supervisor:
         if not prepared.has_state or not session.harness_session_id and not session.native_path:
             self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
                         attempt.number + 1, "outcome")
-            return self.opts.args
+            return self.opts.args, 0
         prompt = self.opts.continue_prompt if self.opts.headless else None
         argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
                                         session.native_path, prompt, self.opts.headless)
         self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
                                     "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls},
                     attempt.number + 1, "outcome")
-        self.last_prepared = prepared
-        return argv
+        return argv, prepared.finished_calls
 
-    def _notice_resume(self, attempt: Attempt, outcome: str) -> None:
+    def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:
         sig = exit_signal(attempt.rc)
         how = f"killed by {signal.Signals(sig).name}" if sig else (
             "hung" if outcome == "hung" else f"exited with code {attempt.rc}")
         self.opts.notice(f"dh: {self.wrapper.name} {how}; resuming session {self.session.id} "
-                         f"(attempt {attempt.number + 1})")
+                         f"(attempt {attempt.number + 1}, {kept} finished call(s) kept)")
 
     def _sleep(self, delay: float) -> bool:
         """Back off; True when the user stopped dh meanwhile."""
@@ -244,6 +246,10 @@ class Supervisor:
         if attempt.user_signal:
             return 128 + attempt.user_signal
         sig = exit_signal(attempt.rc)
+        if sig and outcome == "finished":
+            self.opts.notice(f"dh: {self.wrapper.name} was killed by {signal.Signals(sig).name} after "
+                             f"its turn completed; nothing to resume (session {self.session.id})")
+            return 0
         return 128 + sig if sig else (attempt.rc or 0)
 
     def _fatal(self, attempt: Attempt, reason: str) -> int:

@@ -36,7 +36,7 @@ class SessionLock:
             self.fd = None
 
     def __enter__(self) -> "SessionLock":
-        return self.acquire()
+        return self if self.fd is not None else self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()

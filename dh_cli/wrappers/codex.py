@@ -51,18 +51,18 @@ class CodexWrapper(Wrapper):
     def discover(self, home: Path) -> list[NativeSession]:
         found = []
         for rollout in sorted((home / "sessions").glob("*/*/*/rollout-*.jsonl")):
-            match = ROLLOUT_RE.search(rollout.name)
-            meta = _session_meta(rollout)
-            thread = meta.get("id") or (match.group(1) if match else rollout.stem)
-            source = NativeSource("jsonl", rollout, str(rollout.relative_to(home)))
-            found.append(NativeSession(thread, home, meta.get("cwd"), [source]))
+            found.extend(self._sessions_at(home, rollout))
         return found
+
+    def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
+        match, meta = ROLLOUT_RE.search(path.name), _session_meta(path)
+        thread = meta.get("id") or (match.group(1) if match else path.stem)
+        rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
+        return [NativeSession(thread, home, meta.get("cwd"), [NativeSource("jsonl", path, rel)])]
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         for rollout in sorted((home / "sessions").glob(f"*/*/*/rollout-*-{ref}.jsonl")):
-            meta = _session_meta(rollout)
-            return NativeSession(ref, home, meta.get("cwd"),
-                                 [NativeSource("jsonl", rollout, str(rollout.relative_to(home)))])
+            return self._sessions_at(home, rollout)[0]
         return super().find(home, ref) if Path(ref).exists() else None
 
     def parse_obj(self, obj: dict) -> Parsed:
@@ -112,11 +112,29 @@ class CodexWrapper(Wrapper):
             parsed.kind = "other"
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
+        """The turn ended: task_complete, or — if Codex died before writing that — its last
+        model response finished (its token usage was recorded) with an answer and no tool call."""
         for p in reversed(parsed):
             if p.turn_end:
                 return True
             if p.turn_start:
                 return False
+            if p.usage is not None:
+                return self._final_response(parsed[:parsed.index(p)])
+            if p.kind in ("tool_call", "tool_result"):
+                return False
+        return False
+
+    @staticmethod
+    def _final_response(before: list[Parsed]) -> bool:
+        """The items of the response whose usage record follows `before`."""
+        for p in reversed(before):
+            if p.usage is not None or p.turn_start or p.kind in ("tool_result", "user"):
+                return False
+            if p.kind == "tool_call":
+                return False
+            if p.kind == "assistant":
+                return True
         return False
 
     # launching and resuming ----------------------------------------------------------------
