@@ -229,8 +229,10 @@ class Supervisor:
 
     def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:
         sig = exit_signal(attempt.rc)
-        how = f"killed by {signal.Signals(sig).name}" if sig else (
-            "hung" if outcome == "hung" else f"exited with code {attempt.rc}")
+        if outcome == "hung":
+            how = f"hung (no progress for {self.opts.stall_timeout:g} s during a turn)"
+        else:
+            how = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {attempt.rc}"
         self.opts.notice(f"dh: {self.wrapper.name} {how}; resuming session {self.session.id} "
                          f"(attempt {attempt.number + 1}, {kept} finished call(s) kept)")
 
