@@ -5,6 +5,7 @@ as its id is known (chosen up front, or read from the harness's output)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,8 @@ from pathlib import Path
 from ..mirror.session import SessionMirror
 from ..worlds.local import LocalWorld
 
-POLL = 0.25  # fallback when no file event arrives
+POLL = 1.0  # fallback when no file event arrives
+POLL_WATCHED = 5.0  # the same when inotify wakes the mirror on every change
 RELOCATE = 2.0  # how often to look for new native files of the session
 
 
@@ -26,21 +28,41 @@ class LiveMirror:
         self.error: BaseException | None = None
         self.stop_event = threading.Event()
         self.wake = threading.Event()
+        self.poll = POLL
+        self._stop_r, self._stop_w = os.pipe()
         self.thread = threading.Thread(target=self._run, name="dh-mirror", daemon=True)
 
     def start(self) -> "LiveMirror":
         self.thread.start()
+        self.watcher = None
         if self.watch_dir is not None:
-            threading.Thread(target=self._watch, name="dh-watch", daemon=True).start()
+            self.watcher = threading.Thread(target=self._watch, name="dh-watch", daemon=True)
+            self.watcher.start()
         return self
 
     def _watch(self) -> None:
+        from ..mirror import inotify
+
+        if inotify.available():
+            try:
+                watcher = inotify.Inotify(str(self.watch_dir))
+            except OSError:
+                return  # the polling fallback keeps mirroring
+            self.poll = POLL_WATCHED
+            try:
+                while not self.stop_event.is_set():
+                    if watcher.wait(60.0, also=self._stop_r):
+                        self.wake.set()
+            finally:
+                watcher.close()
+            return
         from watchfiles import watch
 
         try:
-            for _ in watch(self.watch_dir, watch_filter=None, debounce=20, step=1,
-                           stop_event=self.stop_event, rust_timeout=500, yield_on_timeout=True):
-                self.wake.set()
+            for changes in watch(self.watch_dir, watch_filter=None, debounce=20, step=1,
+                                 stop_event=self.stop_event, rust_timeout=1000, yield_on_timeout=True):
+                if changes:
+                    self.wake.set()
         except Exception:  # noqa: BLE001 - the polling fallback keeps mirroring
             return
 
@@ -49,11 +71,13 @@ class LiveMirror:
         try:
             mirror, located = self._mirror(world), time.monotonic()
             while not self.stop_event.is_set():
-                self.wake.wait(POLL)
+                self.wake.wait(self.poll)
                 self.wake.clear()
-                if mirror is None or time.monotonic() - located > RELOCATE:
-                    # new side files (Claude subagents) appear while the harness runs
-                    mirror, located = self._mirror(world) or mirror, time.monotonic()
+                if mirror is None:
+                    mirror = self._mirror(world)
+                elif time.monotonic() - located > RELOCATE:
+                    self._track_new_files(world, mirror)  # e.g. Claude subagent transcripts
+                    located = time.monotonic()
                 if mirror and mirror.sync().added:
                     self.last_progress = time.monotonic()
         except BaseException as exc:  # reported by the supervisor after the attempt
@@ -61,10 +85,18 @@ class LiveMirror:
         finally:
             world.close()
 
+    def _locate(self, session):
+        return self.wrapper.locate(Path(session.home), self.native_id or session.harness_session_id,
+                                   Path(session.native_path) if session.native_path else None)
+
+    def _track_new_files(self, world, mirror: SessionMirror) -> None:
+        native = self._locate(mirror.session)
+        if native is not None:
+            mirror.track(native)
+
     def _mirror(self, world) -> SessionMirror | None:
         session = world.get_session(self.session_id)
-        native = self.wrapper.locate(Path(session.home), self.native_id or session.harness_session_id,
-                                     Path(session.native_path) if session.native_path else None)
+        native = self._locate(session)
         if native is None:
             return None
         if native.harness_session_id and native.harness_session_id != session.harness_session_id:
@@ -78,4 +110,9 @@ class LiveMirror:
     def stop(self) -> None:
         self.stop_event.set()
         self.wake.set()
+        os.write(self._stop_w, b"x")
         self.thread.join(timeout=10)
+        if self.watcher is not None:
+            self.watcher.join(timeout=5)
+        os.close(self._stop_w)
+        os.close(self._stop_r)

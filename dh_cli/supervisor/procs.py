@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -66,8 +67,25 @@ class Child:
             self.create_time = psutil.Process(self.pid).create_time()
         except psutil.Error:
             self.create_time = None
+        try:  # a pidfd lets dh sleep until the exit instead of polling (Linux >= 5.3)
+            self.pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
 
     def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait_exit(self, timeout: float, wake_fd: int | None = None) -> int | None:
+        """Sleep until the harness exits, a signal arrives on wake_fd, or timeout."""
+        if self.pidfd is None:
+            return self.wait(timeout)
+        fds = [self.pidfd] + ([wake_fd] if wake_fd is not None else [])
+        ready, _, _ = select.select(fds, [], [], timeout)
+        if wake_fd is not None and wake_fd in ready:
+            try:
+                os.read(wake_fd, 4096)
+            except BlockingIOError:
+                pass
         return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -81,6 +99,12 @@ class Child:
 
     def finish(self) -> None:
         """Stop pumping I/O; called once the harness has exited."""
+        self.close_pidfd()
+
+    def close_pidfd(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 class PipeChild(Child):
@@ -110,6 +134,7 @@ class PipeChild(Child):
     def finish(self) -> None:
         self.thread.join(timeout=5)
         self.popen.stdout.close()
+        self.close_pidfd()
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -23,6 +23,8 @@ from .procs import PipeChild, become_subreaper
 from .tools import ToolTracker, end_descendants
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)
+SNAPSHOT_EVERY = 2.0  # seconds between looks at the harness's tool processes
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Supervisor:
         self.policy = RestartPolicy(opts.policy, restarts=self._restarts_so_far())
         self.user_signal: int | None = None
         self.child = None
+        self.wake_fd: int | None = None
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -95,11 +98,18 @@ class Supervisor:
     def run(self, argv: list[str]) -> int:
         become_subreaper()
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
+        self.wake_fd, wake_w = os.pipe()
+        os.set_blocking(self.wake_fd, False)
+        os.set_blocking(wake_w, False)
+        old_wakeup = signal.set_wakeup_fd(wake_w)
         try:
             return self._loop(argv)
         finally:
+            signal.set_wakeup_fd(old_wakeup)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            os.close(self.wake_fd)
+            os.close(wake_w)
             end_descendants(exclude=set())
 
     def _loop(self, argv: list[str]) -> int:
@@ -161,10 +171,11 @@ class Supervisor:
             return None
 
     def _watch(self, child, attempt: Attempt) -> None:
-        tracker = ToolTracker(child.pid)
-        forwarded = None
-        while (rc := child.wait(timeout=0.1)) is None:
-            tracker.snapshot()
+        tracker, forwarded, snapped = ToolTracker(child.pid), None, 0.0
+        while (rc := child.wait_exit(TICK, self.wake_fd)) is None:
+            if time.monotonic() - snapped >= SNAPSHOT_EVERY:
+                tracker.snapshot()  # which tool commands run, whatever their process group
+                snapped = time.monotonic()
             if self.user_signal and forwarded is None:
                 forwarded = self.user_signal
                 self._stop(child, self.user_signal)

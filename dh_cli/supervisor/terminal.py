@@ -99,6 +99,7 @@ class PtyChild(Child):
         except OSError:
             pass
         os.close(self.master)
+        self.close_pidfd()
         if self.saved is not None:
             termios.tcsetattr(self.stdin_fd, termios.TCSADRAIN, self.saved)
         if self.old_winch is not None:
