@@ -34,13 +34,35 @@ def _native_matches_log(path: Path, logged: bytes) -> bool:
         return False
 
 
+def _mirrored_exactly(source, path: Path) -> bool:
+    """The tailer just read this file to its end: it holds exactly the logged bytes when it
+    has no torn tail, its size is the committed offset, and the committed prefix still has
+    the fingerprint the tailer recorded (cheap: two 4 KiB reads, not the whole file)."""
+    from ..mirror.tailer import fingerprint
+
+    if source.status != "live" or source.pending or source.generation:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_size != source.offset:
+            return False
+        return (source.head_hash, source.tail_hash) == fingerprint(fd, source.offset)
+    finally:
+        os.close(fd)
+
+
 def restore_files(world, session: Session, prepared: Prepared) -> None:
     """Rewrite from the log every JSONL source whose file is not the logged bytes exactly."""
     for source in world.sources(session.id):
         if source.kind == "opencode":
             continue
-        logged = source_bytes(world, source)
         path = Path(source.path) if source.path else safe_target(Path(session.home), source.relpath)
+        if source.kind == "jsonl" and _mirrored_exactly(source, path):
+            continue
+        logged = source_bytes(world, source)
         if not logged or _native_matches_log(path, logged):
             continue
         torn = _torn_tail(path, logged)
@@ -72,10 +94,10 @@ def _append(path: Path, lines: list[bytes]) -> None:
 def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMirror,
                     overrides: dict, outcomes: list[dict], prepared: Prepared) -> None:
     main = world.sources(session.id)[0]
-    records = _latest(world, session, main)
+    records = current_turn(world, session, main)
     state = wrapper.turn_state(records)
     prepared.turn_complete = state.complete
-    prepared.finished_calls = sum(len(wrapper.parse(r.raw).tool_results) for r in records)
+    prepared.finished_calls = world.count_kind(main.id, "tool_result")
     queue = list(outcomes)
     for call in state.dangling:
         cls = replay_class(call.name, overrides)
@@ -89,7 +111,7 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
                             phase="outcome")
             continue
         mirror.sync()
-        records = _latest(world, session, main)
+        records = current_turn(world, session, main)
         world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
                                                  "replay": cls, "text": text}, phase="outcome")
         prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
@@ -106,12 +128,15 @@ def _apply_repair(world, wrapper, session, main, call, text, records) -> bool:
     return bool(lines)
 
 
-def _latest(world, session: Session, source) -> list:
-    records = list(world.records(session.id, source.id))
-    if source.kind == "opencode" or not records:
-        return records
-    top = max(r.generation for r in records)
-    return [r for r in records if r.generation == top]
+def current_turn(world, session: Session, source) -> list:
+    """The records of the current turn (from the last user prompt on, in the latest
+    generation): where a dangling call and the turn's end can be. OpenCode rows are
+    versions of a whole session, so they are all read."""
+    if source.kind == "opencode":
+        return list(world.records(session.id, source.id))
+    generation = world.latest_generation(source.id) or 0
+    start = world.last_offset_of_kind(source.id, generation, "user")
+    return list(world.records(session.id, source.id, generation, from_offset=start))
 
 
 def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | None = None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import Session
-from ..resume.prepare import prepare_resume
+from ..resume.prepare import current_turn, prepare_resume
 from ..wrappers.base import Wrapper
 from . import states
 from .live import LiveMirror
@@ -214,10 +214,7 @@ class Supervisor:
         sources = self.world.sources(self.session.id)
         if not sources:
             return False
-        records = list(self.world.records(self.session.id, sources[0].id))
-        if records and sources[0].kind != "opencode":
-            top = max(r.generation for r in records)
-            records = [r for r in records if r.generation == top]
+        records = current_turn(self.world, self.session, sources[0])
         return self.wrapper.turn_state(records).complete
 
     def _resume_argv(self, attempt: Attempt) -> tuple[list[str], int]:

@@ -214,9 +214,9 @@ class LocalWorld:
 
     # records ------------------------------------------------------------------------------
     def records(self, session_id: str, source_id: str | None = None,
-                generation: int | None = None, columns: list[str] | None = None) -> Iterator[Record]:
+                generation: int | None = None, from_offset: int = 0) -> Iterator[Record]:
         """Records of a session in native order: by source, generation, then byte offset."""
-        clauses, args = ["o.session_id = ?"], [session_id]
+        clauses, args = ["o.session_id = ?", "r.offset >= ?"], [session_id, from_offset]
         if source_id is not None:
             clauses.append("r.source_id = ?")
             args.append(source_id)
@@ -239,6 +239,18 @@ class LocalWorld:
             [source_id, generation])
         for raw, codec in cursor:
             yield decode_raw(raw, codec) if codec else raw
+
+    def last_offset_of_kind(self, source_id: int, generation: int, kind: str) -> int:
+        row = self.conn.execute(
+            "SELECT MAX(offset) FROM records WHERE source_id = ? AND generation = ? AND kind = ?",
+            [source_id, generation, kind]).fetchone()
+        return row[0] or 0
+
+    def count_kind(self, source_id: int, kind: str) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM records WHERE source_id = ? AND kind = ? AND generation ="
+            " (SELECT MAX(generation) FROM records WHERE source_id = ?)",
+            [source_id, kind, source_id]).fetchone()[0]
 
     def record_count(self, session_id: str) -> int:
         return self.conn.execute(
@@ -309,6 +321,109 @@ class LocalWorld:
             " WHERE session_id = ? AND seq > ? ORDER BY seq", [session_id, after_seq]).fetchall()
         return [Event(*row[:6], json.loads(row[6] or "{}")) for row in rows]
 
+    # World interface (base.py): natural keys, stored rows, high-water marks ---------------
+    def put_session(self, session: Session) -> str | None:
+        """Insert, or update when this copy is newer (updated_at); "added", "updated" or None."""
+        values = [getattr(session, c) for c in SESSION_COLUMNS]
+        with self._write() as conn:
+            if conn.execute(f"INSERT OR IGNORE INTO sessions ({', '.join(SESSION_COLUMNS)})"
+                            f" VALUES ({', '.join('?' * len(values))})", values).rowcount:
+                return "added"
+            changed = conn.execute(
+                f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in SESSION_COLUMNS[1:])}"
+                " WHERE id = ? AND updated_at < ?", values[1:] + [session.id, session.updated_at])
+            return "updated" if changed.rowcount else None
+
+    def sessions(self, harness: str | None = None) -> list[Session]:
+        rows = self.conn.execute(
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE ? IS NULL OR harness = ?"
+            " ORDER BY created_at, id", [harness, harness]).fetchall()
+        return [Session(*row) for row in rows]
+
+    def put_source(self, source: Source, update: bool = False) -> Source:
+        """Insert by (session id, relpath), keeping this log's own id; `update` also copies the
+        source's progress (generation, offset, hashes, status)."""
+        names = SOURCE_COLUMNS[1:]
+        progress = [c for c in names if c not in ("session_id", "relpath")]
+        with self._write() as conn:
+            conn.execute(f"INSERT OR IGNORE INTO sources ({', '.join(names)})"
+                         f" VALUES ({', '.join('?' * len(names))})", [getattr(source, c) for c in names])
+            if update:
+                conn.execute(f"UPDATE sources SET {', '.join(f'{c} = ?' for c in progress)}"
+                             " WHERE session_id = ? AND relpath = ?",
+                             [getattr(source, c) for c in progress] + [source.session_id, source.relpath])
+        return self.get_source(source.session_id, source.relpath)
+
+    def append_rows(self, rows: list[tuple]) -> int:
+        """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one
+        transaction; rows already present are skipped. Also the tests' bulk-insert helper."""
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(_INSERT_RECORD, rows)
+            return conn.total_changes - before
+
+    def append_records(self, source: Source, records: list[Record]) -> int:
+        from .base import stored_rows
+
+        return self.append_rows(stored_rows(source, records))
+
+    def read_rows(self, source: Source, after=None, upto=None, as_source_id: int | None = None,
+                  chunk: int = 50_000) -> Iterator[list[tuple]]:
+        """Stored rows of a source in order, with `as_source_id` in the source_id column (the
+        id the receiving world gave the source), so they can be appended there as they are."""
+        clause, args = _position_range(after, upto)
+        cursor = self.conn.execute(
+            f"SELECT ?, {', '.join(RECORD_COLUMNS[1:])} FROM records WHERE source_id = ?{clause}"
+            " ORDER BY generation, offset",
+            [source.id if as_source_id is None else as_source_id, source.id] + args)
+        while batch := cursor.fetchmany(chunk):
+            yield batch
+
+    def read_records(self, session_id: str, relpath: str, after=None,
+                     limit: int | None = None) -> list[Record]:
+        source = self.get_source(session_id, relpath)
+        if source is None:
+            return []
+        clause, args = _position_range(after, None)
+        rows = self.conn.execute(
+            f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE source_id = ?{clause}"
+            " ORDER BY generation, offset LIMIT ?", [source.id] + args + [-1 if limit is None else limit])
+        return [Record(*row[:3], decode_raw(row[3], row[4]), *row[4:]) for row in rows]
+
+    def count_upto(self, source: Source, last) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM records WHERE source_id = ?"
+                                 " AND (generation, offset) <= (?, ?)", [source.id, *last]).fetchone()[0]
+
+    def append_events(self, events: list[Event]) -> int:
+        """Events from another world, kept with their own seq; present ones are skipped."""
+        rows = [(e.session_id, e.seq, e.at, e.attempt, e.type, e.phase,
+                 json.dumps(e.details, sort_keys=True)) for e in events]
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            return conn.total_changes - before
+
+    def marks(self, session_id: str | None = None) -> dict:
+        """High-water marks of every session (or one): per source, the record count and the
+        last (generation, offset); and the last event seq."""
+        from .base import group_marks
+
+        return group_marks(self.conn.execute("""
+            SELECT s.id, s.harness, s.updated_at, o.relpath,
+                   (SELECT COUNT(*) FROM records r WHERE r.source_id = o.id),
+                   (SELECT generation FROM records r WHERE r.source_id = o.id
+                    ORDER BY generation DESC, offset DESC LIMIT 1),
+                   (SELECT offset FROM records r WHERE r.source_id = o.id
+                    ORDER BY generation DESC, offset DESC LIMIT 1),
+                   (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id)
+            FROM sessions s LEFT JOIN sources o ON o.session_id = s.id
+            WHERE ? IS NULL OR s.id = ? ORDER BY s.created_at, s.id, o.rowid""",
+            [session_id, session_id]))
+
+    def high_water(self, session_id: str) -> dict:
+        found = self.marks(session_id).get(session_id)
+        return found.sources if found else {}
+
 
 def record_row(record: Record | tuple) -> tuple:
     """A record as the row tuple the log stores, its raw bytes encoded. The tailer passes
@@ -347,3 +462,15 @@ def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
         return LogDbError(f"cannot write the log {path} ({text})",
                           hint="check the file's permissions and the free disk space")
     return LogDbError(f"log database error: {text} ({path})")
+
+
+def _position_range(after, upto) -> tuple[str, list]:
+    """SQL for positions after `after` and up to `upto` (both (generation, offset) or None)."""
+    clause, args = "", []
+    if after is not None:
+        clause += " AND (generation, offset) > (?, ?)"
+        args += list(after)
+    if upto is not None:
+        clause += " AND (generation, offset) <= (?, ?)"
+        args += list(upto)
+    return clause, args
