@@ -6,6 +6,7 @@ import json
 import sys
 
 from . import output
+from .events_text import summary
 from .logview import SessionView
 
 
@@ -45,6 +46,11 @@ def _item_line(item: dict) -> str:
     return f"  {kind}: {item.get('text', '')}"
 
 
+def event_line(event: dict) -> str:
+    attempt = f" [attempt {event['attempt']}]" if event.get("attempt") else ""
+    return f"dh {event['at'][11:23]}{attempt} {summary(event['type'], event.get('details') or {})}"
+
+
 def session_view(view: SessionView) -> None:
     s = view.session
     out = output.out
@@ -57,7 +63,7 @@ def session_view(view: SessionView) -> None:
             out.print(f"-- {current}", markup=False)
         out.print(_item_line(item), markup=False)
     for event in view.events:
-        out.print(f"event {event['seq']} {event['at']} {event['type']} {event['details']}", markup=False)
+        out.print(event_line(event), markup=False)
     for src in view.sources:
         extra = f", {src['pending_bytes']} byte(s) of a torn last line pending" if src["pending_bytes"] else ""
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
@@ -84,6 +90,6 @@ def follow_update(update: dict, as_json: bool = False) -> None:
     elif kind == "result":
         line = f"  tool {update['tool']} [{update['status']}] {update.get('result', '')}"
     else:
-        line = f"event {update['seq']} {update['at']} {update['type']} {update['details']}"
+        line = event_line(update)
     output.out.print(line, markup=False)
     output.out.file.flush()

@@ -1,0 +1,66 @@
+"""One readable line for each of dh's own journal events (crashes, resumes, repairs …), used
+by `dh log show` and `--follow`. The JSON output keeps the raw details."""
+
+from __future__ import annotations
+
+import signal
+
+
+def _signal_name(number) -> str:
+    try:
+        return signal.Signals(number).name
+    except (ValueError, TypeError):
+        return f"signal {number}"
+
+
+def _exited(d: dict) -> str:
+    if d.get("stalled"):
+        how = "stopped by dh: no progress (hung)"
+    elif d.get("user_signal"):
+        how = f"stopped by the user ({_signal_name(d['user_signal'])})"
+    elif d.get("signal"):
+        how = f"killed by {_signal_name(d['signal'])}"
+    else:
+        how = f"exited with code {d.get('code')}"
+    line = f"harness {how} after {d.get('ran_for', 0):.1f} s"
+    for tool in d.get("tools") or []:
+        fate = (f"finished on its own (exit {tool.get('exit_code')})" if tool.get("finished")
+                else "ended by dh")
+        line += f"; tool command `{tool.get('command', '')[:80]}` {fate}"
+    return line
+
+
+def _short_argv(argv) -> str:
+    text = " ".join(str(a) for a in (argv or []))
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+SUMMARIES = {
+    "run": lambda d: f"run requested: {_short_argv(d.get('argv'))}",
+    "launch": lambda d: f"launching: {_short_argv(d.get('argv'))}",
+    "launched": lambda d: f"harness started (pid {d.get('pid')})",
+    "exited": _exited,
+    "state": lambda d: f"{d.get('outcome')} -> {d.get('to')}"
+                       + (f" (next start in {d['delay']:g} s)" if d.get("delay") else ""),
+    "resume": lambda d: "resume requested" + (f" by {d['by']}" if d.get("by") else ""),
+    "resume_plan": lambda d: (f"resuming with: {_short_argv(d.get('argv'))} ({d.get('kept', 0)} finished "
+                              f"call(s) kept)") if d.get("mode") == "resume"
+                             else f"relaunching the original command ({d.get('why')})",
+    "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({d.get('tool')}, replay {d.get('replay')})",
+    "repaired": lambda d: f"told the model about {d.get('call_id')}: {d.get('text', '')[:100]}",
+    "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
+    "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
+    "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
+    "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",
+    "source_deleted": lambda d: f"{d.get('path')} was deleted (the log keeps its records)",
+    "source_back": lambda d: f"{d.get('path')} is back",
+    "source_unreadable": lambda d: f"{d.get('path', 'a source')} cannot be read: {d.get('error')}",
+}
+
+
+def summary(event_type: str, details: dict) -> str:
+    make = SUMMARIES.get(event_type)
+    try:
+        return make(details) if make else f"{event_type} {details}"
+    except (KeyError, TypeError, ValueError):
+        return f"{event_type} {details}"
