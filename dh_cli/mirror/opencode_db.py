@@ -44,8 +44,16 @@ def list_sessions(db: Path) -> list[tuple[str, str | None]]:
         conn.close()
 
 
-def session_rows(db: Path, session_id: str) -> list[bytes]:
-    """Every row of the session, each as one JSON line `{"table": …, <columns>}`."""
+# Tables whose rows carry `time_updated`: after the first read only rows updated since the
+# last read (less a margin for clock steps and same-millisecond writes) are fetched again.
+UPDATED_TABLES = {"session", "message", "part"}
+MARGIN_MS = 5000
+
+
+def session_rows(db: Path, session_id: str, since_ms: int | None = None) -> list[bytes]:
+    """The session's rows, each as one JSON line `{"table": …, <columns>}`: all of them, or
+    with since_ms, the session, message and part rows that may have changed since (plus the
+    small event and todo tables, read whole; unchanged rows are dropped by the caller)."""
     conn = connect_ro(db)
     try:
         present = _tables(conn)
@@ -53,17 +61,21 @@ def session_rows(db: Path, session_id: str) -> list[bytes]:
             raise NativeStateError(f"{db} has no `session` table: unknown OpenCode schema")
         lines = []
         for table, column in SESSION_TABLES:
-            if table not in present:
-                continue
-            order = "rowid"
-            for row in conn.execute(f'SELECT * FROM "{table}" WHERE "{column}" = ? ORDER BY {order}',
-                                    [session_id]):
-                lines.append(row_line(table, dict(row)))
+            if table in present:
+                lines.extend(_table_rows(conn, table, column, session_id, since_ms))
         return lines
     except sqlite3.DatabaseError as exc:
         raise NativeStateError(f"cannot read OpenCode database {db}: {exc}") from None
     finally:
         conn.close()
+
+
+def _table_rows(conn, table: str, column: str, session_id: str, since_ms: int | None) -> list[bytes]:
+    sql, args = f'SELECT * FROM "{table}" WHERE "{column}" = ?', [session_id]
+    if since_ms is not None and table in UPDATED_TABLES:
+        sql += " AND time_updated >= ?"
+        args.append(since_ms - MARGIN_MS)
+    return [row_line(table, dict(row)) for row in conn.execute(sql + " ORDER BY rowid", args)]
 
 
 def row_line(table: str, row: dict) -> bytes:

@@ -20,6 +20,7 @@ class OpenCodeTailer:
     def __init__(self, world, wrapper: Wrapper, source: Source, native_id: str):
         self.world, self.wrapper, self.source, self.native_id = world, wrapper, source, native_id
         self.known: dict[str, str] | None = None
+        self.since_ms: int | None = None  # newest time_updated seen: later reads are incremental
 
     def _load_known(self) -> dict[str, str]:
         known = {}
@@ -31,7 +32,7 @@ class OpenCodeTailer:
         if self.known is None:
             self.known = self._load_known()
         try:
-            lines = session_rows(Path(self.source.path), self.native_id)
+            lines = session_rows(Path(self.source.path), self.native_id, self.since_ms)
         except NativeStateError as exc:
             if self.source.status != "unreadable":
                 self.source.status = "unreadable"
@@ -45,7 +46,11 @@ class OpenCodeTailer:
             self.source.status = "live"
             events.append(("source_back", {"path": self.source.relpath}))
         for raw in lines:
-            key, digest = row_key(json.loads(raw)), short_hash(raw)
+            row = json.loads(raw)
+            key, digest = row_key(row), short_hash(raw)
+            updated = row.get("time_updated")
+            if isinstance(updated, int):
+                self.since_ms = max(self.since_ms or 0, updated)
             if self.known.get(key) == digest:
                 continue
             parsed = self.wrapper.parse(raw)
