@@ -24,8 +24,12 @@ def _exited(d: dict) -> str:
         how = f"exited with code {d.get('code')}"
     line = f"harness {how} after {d.get('ran_for', 0):.1f} s"
     for tool in d.get("tools") or []:
-        fate = (f"finished on its own (exit {tool.get('exit_code')})" if tool.get("finished")
-                else "ended by dh")
+        if tool.get("finished"):
+            fate = f"finished on its own (exit {tool.get('exit_code')})"
+        elif tool.get("killed_by"):
+            fate = f"stopped with the harness ({_signal_name(tool['killed_by'])})"
+        else:
+            fate = "ended by dh"
         line += f"; tool command `{tool.get('command', '')[:80]}` {fate}"
     return line
 

@@ -6,6 +6,8 @@ changed the world, so the model is told to check before repeating it."""
 
 from __future__ import annotations
 
+import signal
+
 from ..errors import ConfigError
 
 SAFE_TOOLS = {
@@ -34,6 +36,9 @@ FINISHED_TEXT = ("[dh] This tool call was interrupted: the harness process stopp
 ENDED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped while the command "
               "was still running, and dh ended the command. It may already have taken effect, "
               "or only partly. Check the current state before repeating it.")
+KILLED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped while the command "
+               "was still running, and the command was stopped with it{signal}. It may already "
+               "have taken effect, or only partly. Check the current state before repeating it.")
 
 
 def default_class(tool: str) -> str:
@@ -55,6 +60,13 @@ def replay_class(tool: str, overrides: dict[str, str]) -> str:
     return overrides.get(tool.lower()) or default_class(tool)
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return f" ({signal.Signals(number).name})"
+    except ValueError:
+        return f" (signal {number})"
+
+
 def repair_text(cls: str, outcome: dict | None = None) -> str:
     """The result text for a dangling call; `outcome` is what dh saw of its process, if any."""
     if outcome and outcome.get("finished"):
@@ -62,4 +74,6 @@ def repair_text(cls: str, outcome: dict | None = None) -> str:
         return FINISHED_TEXT.format(code=f" (exit code {code})" if code is not None else "")
     if outcome and outcome.get("ended_by_dh"):
         return ENDED_TEXT
+    if outcome and outcome.get("killed_by"):
+        return KILLED_TEXT.format(signal=_signal_name(outcome["killed_by"]))
     return SAFE_TEXT if cls == "safe" else NEVER_TEXT

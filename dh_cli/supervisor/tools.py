@@ -27,23 +27,59 @@ class ToolOutcome:
     finished: bool = False  # ran to the end on its own
     exit_code: int | None = None
     ended_by_dh: bool = False
+    killed_by: int | None = None  # the command died of this signal with the harness, not from dh
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def _describe(proc: psutil.Process) -> tuple[float, str] | None:
+    """(create time, command line); the command line is "" once the process is a zombie."""
     try:
-        return proc.create_time(), " ".join(proc.cmdline())[:300]
+        created = proc.create_time()
+    except psutil.Error:
+        return None
+    try:
+        return created, " ".join(proc.cmdline())[:300]
+    except psutil.ZombieProcess:
+        return created, ""
     except psutil.Error:
         return None
 
 
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return pid
+
+
 class ToolTracker:
+    """One outcome per tool command, that is per process group the harness started: a shell
+    tool is a group led by its shell (`bash -c …`). The leader decides: it exited on its own
+    (finished, with its code), it died of a signal when the harness died (Codex's commands
+    get SIGHUP from their terminal: the effect may be cut half-way even if a child such as
+    `sleep` runs on), or dh had to end the group after the grace period."""
+
     def __init__(self, harness_pid: int):
         self.harness_pid = harness_pid
         self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create time, command line)
+        self.group: dict[int, int] = {}  # pid -> its process group
         self.done: list[ToolOutcome] = []
+
+    def _remember(self, proc: psutil.Process) -> None:
+        """Note the process, or refresh its command line: one first seen between fork and
+        exec still shows its parent's (or none)."""
+        if (info := _describe(proc)) and info[1]:
+            self.seen[proc.pid] = info
+            self.group[proc.pid] = _pgid(proc.pid)
 
     def snapshot(self) -> None:
         """Remember the harness's direct children (its tool commands), whatever their group."""
@@ -52,36 +88,69 @@ class ToolTracker:
         except psutil.Error:
             return
         for child in children:
-            if child.pid not in self.seen and (info := _describe(child)):
-                self.seen[child.pid] = info
+            self._remember(child)
+
+    def _adopted(self) -> list[int]:
+        """Processes re-parented to dh (dh is a subreaper), alive or already dead: every
+        one of them was still running when the harness died."""
+        pids = []
+        for child in psutil.Process().children():
+            if child.pid == self.harness_pid:
+                continue
+            info = _describe(child)
+            if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):
+                # a zombie not seen alive (it died with the harness) is known by its name
+                self.seen[child.pid] = info if info[1] else (info[0], _name(child))
+                self.group[child.pid] = _pgid(child.pid)
+            if child.pid in self.seen:
+                pids.append(child.pid)
+        return pids
 
     def survivors(self) -> list[int]:
         """Tools still running after the harness died: remembered ones, plus any process
         re-parented to dh (started after the last snapshot)."""
-        for child in psutil.Process().children():
-            if child.pid != self.harness_pid and child.pid not in self.seen:
-                if (info := _describe(child)) and info[0] >= time.time() - 86400:
-                    self.seen[child.pid] = info
+        self._adopted()
         return [pid for pid in self.seen if _running(pid, self.seen[pid][0])]
 
     def settle(self, grace: float, poll: float = 0.05) -> list[ToolOutcome]:
-        """Wait up to `grace` seconds for survivors to finish, then end the rest."""
-        pending = {pid: ToolOutcome(pid, self.seen[pid][1], self.seen[pid][0])
-                   for pid in self.survivors()}
+        """Wait up to `grace` seconds for survivors to finish, then end the rest; one
+        outcome per process group that was cut off by the harness's death."""
+        adopted = self._adopted()
+        pending = {pid: self.seen[pid][0] for pid in self.seen if _running(pid, self.seen[pid][0])}
+        codes = {pid: _reap(pid) for pid in adopted if pid not in pending}  # died with the harness
         deadline = time.monotonic() + grace
         while pending and time.monotonic() < deadline:
             for pid in list(pending):
-                if not _running(pid, pending[pid].started):
-                    outcome = pending.pop(pid)
-                    outcome.finished, outcome.exit_code = True, _reap(pid)
-                    self.done.append(outcome)
+                if not _running(pid, pending[pid]):
+                    del pending[pid]
+                    codes[pid] = _reap(pid)
             time.sleep(poll)
-        for outcome in pending.values():
-            end_group(outcome.pid)
-            outcome.ended_by_dh, outcome.exit_code = True, _reap(outcome.pid)
-            self.done.append(outcome)
+        ended = set()
+        for pid in pending:
+            end_group(pid)
+            ended.add(self.group.get(pid, pid))
+            codes[pid] = _reap(pid)
+        self.done.extend(self._outcomes(codes, ended))
         return self.done
 
+    def _outcomes(self, codes: dict[int, int | None], ended: set[int]) -> list[ToolOutcome]:
+        groups: dict[int, list[int]] = {}
+        for pid in sorted(codes, key=lambda p: self.seen[p][0]):
+            groups.setdefault(self.group.get(pid, pid), []).append(pid)
+        outcomes = []
+        for pgid, members in groups.items():
+            # the group's leader is the command; the harness's own group has none of its own
+            head = pgid if pgid in codes and pgid != self.harness_pid else members[0]
+            created, command = self.seen[head]
+            outcome, code = ToolOutcome(head, command, created), codes[head]
+            if pgid in ended:
+                outcome.ended_by_dh, outcome.exit_code = True, code
+            elif code is not None and code < 0:
+                outcome.killed_by = -code
+            else:
+                outcome.finished, outcome.exit_code = True, code
+            outcomes.append(outcome)
+        return outcomes
 
 
 def _running(pid: int, create_time: float) -> bool:

@@ -1,0 +1,79 @@
+"""How dh settles a tool command cut off by the harness's death, one outcome per process group.
+
+Seen with the real Codex CLI: its shell commands run as `bash -c …` in a session of their own
+with a parent-death signal, so when Codex is SIGKILLed the shell dies of SIGTERM at once while a
+child like `sleep` runs on. dh used to see only the orphaned `sleep` finish and told the model
+"its effect has happened" although the command's effect (the `echo` after the sleep) never ran."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dh_cli.events_text import summary
+from dh_cli.resume.replay import repair_text
+
+DRIVER = textwrap.dedent("""
+    import ctypes, json, os, signal, subprocess, sys, time
+    from dh_cli.supervisor.procs import become_subreaper
+    from dh_cli.supervisor.tools import ToolTracker
+
+    pdeathsig, effect = int(sys.argv[1]), sys.argv[2]
+    become_subreaper()
+    # the "harness": starts the tool in a session of its own, as every real harness does
+    harness = subprocess.Popen([sys.executable, "-c", '''
+    import ctypes, subprocess, sys, time
+    def child_setup():
+        if %d:
+            ctypes.CDLL(None).prctl(1, %d, 0, 0, 0)  # PR_SET_PDEATHSIG
+    subprocess.Popen(["bash", "-c", "sleep 1; echo once >> %s"], start_new_session=True,
+                     preexec_fn=child_setup)
+    time.sleep(60)
+    ''' % (pdeathsig, pdeathsig, effect)], start_new_session=True)
+    tracker = ToolTracker(harness.pid)
+    deadline = time.monotonic() + 10
+    while not any(c.startswith("bash") for _, c in tracker.seen.values()) and time.monotonic() < deadline:
+        tracker.snapshot()  # dh snapshots every second; a child seen before its exec is refreshed
+        time.sleep(0.05)
+    time.sleep(0.2)
+    os.killpg(harness.pid, signal.SIGKILL)
+    harness.wait()
+    print(json.dumps([o.to_dict() for o in tracker.settle(float(sys.argv[3]))]))
+""")
+
+
+def settle(tmp_path, pdeathsig: int, grace: float) -> list[dict]:
+    effect = tmp_path / "effect.log"
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(pdeathsig), str(effect), str(grace)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_shell_killed_with_the_harness_is_not_reported_as_finished(tmp_path):
+    (outcome,) = settle(tmp_path, signal.SIGTERM, grace=3)
+    assert outcome["command"].startswith("bash -c sleep 1")
+    assert outcome["killed_by"] == signal.SIGTERM and not outcome["finished"]
+    assert not (tmp_path / "effect.log").exists()  # the orphaned sleep ran on; the echo never did
+    text = repair_text("never", outcome)
+    assert "stopped with it (SIGTERM)" in text and "may already have taken effect" in text
+    assert "its effect has happened" not in text
+    shown = summary("exited", {"code": -9, "signal": 9, "ran_for": 1.0, "tools": [outcome]})
+    assert "stopped with the harness (SIGTERM)" in shown  # `dh log show`
+
+
+@pytest.mark.parametrize("grace", [3.0, 0.3])
+def test_an_orphaned_shell_finishes_or_is_ended(tmp_path, grace):
+    (outcome,) = settle(tmp_path, 0, grace=grace)
+    assert outcome["command"].startswith("bash -c sleep 1")
+    if grace > 1:
+        assert outcome["finished"] and outcome["exit_code"] == 0
+        assert (tmp_path / "effect.log").read_text() == "once\n"
+        assert "went on to finish on its own (exit code 0)" in repair_text("never", outcome)
+    else:
+        assert outcome["ended_by_dh"] and not outcome["finished"]
+        assert not (tmp_path / "effect.log").exists()
+        assert "dh ended the command" in repair_text("never", outcome)
