@@ -140,7 +140,8 @@ def current_turn(world, session: Session, source) -> list:
 
 
 def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | None = None,
-                   outcomes: list[dict] | None = None) -> Prepared:
+                   outcomes: list[dict] | None = None,
+                   harness: tuple[list[str], dict] | None = None) -> Prepared:
     prepared = Prepared()
     mirror = SessionMirror(world, wrapper, session)
     mirror.sync()
@@ -148,6 +149,28 @@ def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | 
         return prepared  # the harness wrote nothing yet: relaunch the original command
     prepared.has_state = True
     restore_files(world, session, prepared)
+    restore_database(world, wrapper, session, prepared, harness)
     mirror.sync()
     repair_dangling(world, wrapper, session, mirror, overrides or {}, outcomes or [], prepared)
     return prepared
+
+
+def restore_database(world, wrapper: Wrapper, session: Session, prepared: Prepared,
+                     harness: tuple[list[str], dict] | None = None) -> None:
+    """OpenCode: a session missing from its database (lost, or a new machine) goes back
+    through `opencode import` of the export built from the log. `harness` is (binary argv,
+    environment) to run it with; by default the binary dh would launch, in dh's environment."""
+    from .opencode_restore import restore_opencode, session_in_db
+
+    for source in world.sources(session.id):
+        if source.kind != "opencode" or session_in_db(Path(source.path), session.harness_session_id):
+            continue
+        if harness is None:
+            from ..supervisor.launch import find_binary
+
+            harness = (find_binary(wrapper, dict(os.environ)), dict(os.environ))
+        size = restore_opencode(world, session, source, *harness)
+        if size is not None:
+            world.add_event(session.id, "rebuilt", {"path": source.relpath, "bytes": size,
+                                                    "via": "opencode import"}, phase="outcome")
+            prepared.rebuilt.append(source.relpath)

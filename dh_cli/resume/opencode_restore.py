@@ -1,0 +1,65 @@
+"""Put an OpenCode session back into OpenCode's database from the log (the "machine lost"
+case: the database was deleted, or the session is resumed on a new machine). OpenCode keeps
+every session in one SQLite database that dh never writes wholesale: the session goes back
+through OpenCode's own `opencode import` of the export JSON built from the log, run from the
+session's working directory (import binds the session to the directory it runs in)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import NativeStateError
+from ..models import Session
+from ..wrappers.opencode import drop_empty_assistant
+from .opencode_export import build_export
+
+IMPORT_TIMEOUT = 120.0
+
+
+def session_in_db(db: Path, session_id: str | None) -> bool:
+    from ..mirror.opencode_db import list_sessions
+
+    try:
+        return any(sid == session_id for sid, _ in list_sessions(db))
+    except NativeStateError:
+        return False
+
+
+def import_command(binary: list[str], export_file: Path) -> list[str]:
+    return [*binary, "import", str(export_file)]
+
+
+def restore_opencode(world, session: Session, source, binary: list[str], env: dict) -> int | None:
+    """Import the session when OpenCode's database lacks it; the size of the export
+    imported, or None when the database already holds the session."""
+    db = Path(source.path)
+    if session_in_db(db, session.harness_session_id):
+        return None
+    records = list(world.records(session.id, source.id))
+    export = drop_empty_assistant(build_export(records, session.harness_session_id))
+    cwd = session.cwd or os.getcwd()
+    if not os.path.isdir(cwd):
+        raise NativeStateError(f"cannot restore OpenCode session {session.harness_session_id}: "
+                               f"its working directory {cwd} does not exist")
+    with tempfile.TemporaryDirectory(prefix="dh-opencode-") as folder:
+        export_file = Path(folder) / f"{session.harness_session_id}.json"
+        data = json.dumps(export, ensure_ascii=False).encode()
+        export_file.write_bytes(data)
+        try:
+            done = subprocess.run(import_command(binary, export_file), cwd=cwd, env=env,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  errors="replace", timeout=IMPORT_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise NativeStateError(f"`opencode import` failed: {exc}") from None
+    if done.returncode != 0 or not session_in_db(db, session.harness_session_id):
+        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise NativeStateError(
+            f"`opencode import` did not restore session {session.harness_session_id} into {db} "
+            f"(exit {done.returncode}): {tail}",
+            hint="check that OpenCode's data dir (XDG_DATA_HOME / OPENCODE_DB) is the one the "
+                 "session was recorded with")
+    return len(data)
