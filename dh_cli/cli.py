@@ -12,6 +12,7 @@ import typer
 from . import __version__, configcli, doctorcli, logcli, output
 from .errors import DhError
 from .mirror.cli import import_command
+from .worlds import cli as worlds_cli
 from .runcli import resume_command, run_command
 from .worlds.local import db_error
 from . import paths
@@ -42,6 +43,7 @@ app.command("import")(import_command)
 app.add_typer(logcli.app, name="log")
 app.command("doctor")(doctorcli.doctor_command)
 app.add_typer(configcli.app, name="config")
+app.add_typer(worlds_cli.app, name="world")
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,85 @@
+"""`dh world …`: push the local log to a shared world, pull from it, compare the two."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .. import output
+from .local import LocalWorld
+from .sync import SyncReport, open_remote, pull, push, status
+
+app = typer.Typer(help="""Share sessions through a team world (PostgreSQL): push, pull, status.
+
+Example:
+  $ dh world push postgres
+  $ dh world status
+""", no_args_is_help=True, rich_markup_mode="rich")
+
+WorldArg = Annotated[str, typer.Argument(help="The world to sync with: postgres")]
+SessionOpt = Annotated[Optional[str], typer.Option("--session", help="Only this session (dh id, prefix, or the harness's id)")]
+UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+
+
+def _with_bar(label: str, run):
+    """Run `run(progress)` under a progress bar (shown on a terminal only)."""
+    with output.progress(label) as bar:
+        task = bar.add_task(label, total=None)
+        return run(lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def _summary(report: SyncReport, json_: bool) -> None:
+    if json_:
+        output.print_json(report.to_dict())
+        return
+    verb = "pushed to" if report.direction == "push" else "pulled from"
+    output.out.print(f"{verb} {report.world}: {report.records:,} record(s) and {report.events:,} event(s)"
+                     f" added, {report.changed} of {len(report.sessions)} session(s) changed,"
+                     f" in {report.seconds:.1f} s", markup=False)
+
+
+@app.command("push")
+def push_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None,
+                 json_: JsonOpt = False) -> None:
+    """Copy to the world every session, record and event it lacks (idempotent, resumable).
+
+    Example:
+      $ dh world push postgres
+      $ dh world push postgres --session 1m8k6p --url postgresql://dh@db.internal/dh
+    """
+    remote, local = open_remote(world, url), LocalWorld()
+    ids = [local.find_session(session).id] if session else None
+    _summary(_with_bar("pushing", lambda progress: push(local, remote, ids, progress)), json_)
+
+
+@app.command("pull")
+def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None,
+                 json_: JsonOpt = False) -> None:
+    """Copy into the local log every session, record and event of the world it lacks.
+
+    Example:
+      $ dh world pull postgres
+      $ dh world pull postgres --session 1m8k6p
+    """
+    remote, local = open_remote(world, url), LocalWorld()
+    ids = [remote.find_session(session).id] if session else None
+    _summary(_with_bar("pulling", lambda progress: pull(remote, local, ids, progress)), json_)
+
+
+@app.command("status")
+def status_command(world: Annotated[str, typer.Argument(help="The world to compare with: postgres")] = "postgres",
+                   url: UrlOpt = None, json_: JsonOpt = False) -> None:
+    """Compare the local log with the world: local only, server only, in sync, ahead.
+
+    Example:
+      $ dh world status
+      $ dh world status postgres --json
+    """
+    rows = status(LocalWorld(), open_remote(world, url))
+    if json_:
+        output.print_json([r.to_dict() for r in rows])
+        return
+    output.table(None, ["session", "harness", "status", "local records", "server records"],
+                 [[r.session_id, r.harness, r.status, r.local_records, r.server_records] for r in rows])

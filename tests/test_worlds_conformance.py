@@ -1,0 +1,154 @@
+"""One suite, two worlds: the local SQLite log and PostgreSQL must behave the same through the
+World interface (idempotent appends on natural keys, ordered reads from a position, session
+listing, locking, high-water marks)."""
+
+from dataclasses import replace
+
+import pytest
+
+from dh_cli.errors import SessionLocked, SessionNotFound
+from dh_cli.models import Event, Record, Session, Source
+from dh_cli.worlds.base import Mark
+
+from .pg import pg_url  # noqa: F401  (fixture)
+
+
+@pytest.fixture(params=["local", pytest.param("postgres", marks=pytest.mark.postgres)])
+def world(request, tmp_path):
+    if request.param == "local":
+        from dh_cli.worlds.local import LocalWorld
+
+        made = LocalWorld(tmp_path / "world.db")
+    else:
+        from dh_cli.worlds.postgres import PostgresWorld
+
+        made = PostgresWorld(request.getfixturevalue("pg_url"))
+    yield made
+    made.close()
+
+
+def session(sid="1abc00000000aa", updated="2026-01-01T00:00:00.000Z", **values) -> Session:
+    return Session(id=sid, harness=values.pop("harness", "claude-code"), cwd="/w",
+                   created_at=values.pop("created", "2026-01-01T00:00:00.000Z"),
+                   updated_at=updated, **values)
+
+
+def source(world, sid="1abc00000000aa", relpath="projects/p/s.jsonl") -> Source:
+    return world.put_source(Source(id=0, session_id=sid, kind="jsonl", relpath=relpath,
+                                   path="/home/u/.claude/" + relpath))
+
+
+def records(positions, big_every: int = 0) -> list[Record]:
+    out = []
+    for n, (generation, offset) in enumerate(positions):
+        raw = b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * (4000 if big_every and n % big_every == 0 else 10))
+        out.append(Record(0, generation, offset, raw, kind="user", native_id=f"id-{n}",
+                          tokens_in=n, ts=1_790_000_000_000 + n))
+    return out
+
+
+def test_put_session_is_idempotent_and_keeps_the_newest(world):
+    assert world.put_session(session()) == "added"
+    assert world.put_session(session()) is None
+    assert world.put_session(session(updated="2026-01-02T00:00:00.000Z", state="crashed")) == "updated"
+    assert world.put_session(session(updated="2025-12-31T00:00:00.000Z", state="old")) is None
+    assert world.get_session("1abc00000000aa").state == "crashed"
+    with pytest.raises(SessionNotFound):
+        world.get_session("nope")
+
+
+def test_sessions_are_listed_in_creation_order_and_found_by_prefix(world):
+    world.put_session(session("1abc00000000bb", created="2026-01-02T00:00:00.000Z", harness="pi"))
+    world.put_session(session("1abc00000000aa", harness_session_id="native-1"))
+    assert [s.id for s in world.sessions()] == ["1abc00000000aa", "1abc00000000bb"]
+    assert [s.id for s in world.sessions("pi")] == ["1abc00000000bb"]
+    assert world.find_session("1abc00000000b").id == "1abc00000000bb"
+    assert world.find_session("native-1").id == "1abc00000000aa"
+
+
+def test_put_source_is_idempotent_and_updates_progress_only_when_asked(world):
+    world.put_session(session())
+    first = source(world)
+    assert source(world).id == first.id
+    assert [s.relpath for s in world.sources("1abc00000000aa")] == ["projects/p/s.jsonl"]
+    moved = replace(first, generation=2, offset=99, head_hash="h", updated_at="2026-02-01")
+    assert world.put_source(moved).offset == 0
+    updated = world.put_source(moved, update=True)
+    assert (updated.id, updated.generation, updated.offset, updated.head_hash) == (first.id, 2, 99, "h")
+
+
+def test_appending_records_is_idempotent_on_the_natural_key(world):
+    world.put_session(session())
+    src = source(world)
+    batch = records([(0, n * 100) for n in range(10)], big_every=3)
+    assert world.append_records(src, batch) == 10
+    assert world.append_records(src, batch) == 0
+    overlap = records([(0, n * 100) for n in range(5, 15)], big_every=3)
+    assert world.append_records(src, overlap) == 5
+    assert world.high_water("1abc00000000aa") == {src.relpath: Mark(15, (0, 1400))}
+
+
+def test_reads_are_ordered_from_a_position_and_byte_exact(world):
+    world.put_session(session())
+    src = source(world)
+    positions = [(1, 0), (0, 200), (1, 50), (0, 0), (0, 100)]  # appended out of order
+    world.append_records(src, records(positions, big_every=2))
+    got = world.read_records("1abc00000000aa", src.relpath)
+    assert [(r.generation, r.offset) for r in got] == sorted(positions)
+    expected = {p: r.raw for p, r in zip(positions, records(positions, big_every=2))}
+    assert all(r.raw == expected[(r.generation, r.offset)] for r in got)
+    after = world.read_records("1abc00000000aa", src.relpath, after=(0, 100))
+    assert [(r.generation, r.offset) for r in after] == [(0, 200), (1, 0), (1, 50)]
+    assert len(world.read_records("1abc00000000aa", src.relpath, after=(0, 0), limit=2)) == 2
+    assert world.read_records("1abc00000000aa", "no/such/file") == []
+
+
+def test_stored_rows_travel_as_stored(world):
+    world.put_session(session())
+    src = source(world)
+    world.append_records(src, records([(0, 0), (0, 10)], big_every=2))
+    (rows,) = list(world.read_rows(src, as_source_id=777))
+    assert [r[0] for r in rows] == [777, 777]
+    assert rows[0][4] == 1 and len(rows[0][3]) < 4000  # deflated on disk, passed on deflated
+    assert rows[1][4] is None and rows[1][3].startswith(b'{"n":1')
+    assert [r[2] for r in next(world.read_rows(src, upto=(0, 0)))] == [0]
+    assert list(world.read_rows(src, after=(0, 10))) == []
+    assert world.count_upto(src, (0, 5)) == 1
+
+
+def test_appending_events_is_idempotent(world):
+    world.put_session(session())
+    events = [Event("1abc00000000aa", n, "2026-01-01T00:00:00.000Z", 1, "attempt_started",
+                    "intent", {"n": n}) for n in (1, 2, 3)]
+    assert world.append_events(events) == 3
+    assert world.append_events(events[1:]) == 0
+    assert [e.seq for e in world.events("1abc00000000aa", after_seq=1)] == [2, 3]
+    assert world.events("1abc00000000aa")[0].details == {"n": 1}
+
+
+def test_high_water_marks(world):
+    world.put_session(session())
+    world.put_session(session("1abc00000000bb", created="2026-01-02T00:00:00.000Z"))
+    src = source(world)
+    empty = source(world, relpath="projects/p/other.jsonl")
+    world.append_records(src, records([(0, 0), (0, 500), (1, 20)]))
+    world.append_events([Event("1abc00000000aa", 4, "t", None, "x", None, {})])
+    marks = world.marks()
+    assert list(marks) == ["1abc00000000aa", "1abc00000000bb"]
+    assert marks["1abc00000000aa"].sources == {src.relpath: Mark(3, (1, 20)), empty.relpath: Mark(0, None)}
+    assert marks["1abc00000000aa"].last_seq == 4
+    assert marks["1abc00000000bb"].sources == {} and marks["1abc00000000bb"].last_seq == 0
+    assert list(world.marks("1abc00000000bb")) == ["1abc00000000bb"]
+    assert world.high_water("missing") == {}
+
+
+def test_a_second_lock_on_a_session_is_refused(world):
+    world.put_session(session())
+    lock = world.lock_session("1abc00000000aa")
+    try:
+        with pytest.raises(SessionLocked):
+            world.lock_session("1abc00000000aa")
+        world.lock_session("1abc00000000bb").release()  # other sessions are free
+    finally:
+        lock.release()
+    world.lock_session("1abc00000000aa").release()  # free again once released
