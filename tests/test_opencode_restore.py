@@ -37,7 +37,13 @@ def test_a_failed_import_is_a_clear_error(rig):
     assert rig.run("opencode").returncode == 0
     (session,) = rig.world().list_sessions()
     shutil.rmtree(rig.tmp / ".local" / "share" / "opencode")
-    rig.env["XDG_DATA_HOME"] = str(rig.tmp / "elsewhere")  # the import lands in another db
-    resumed = rig.dh("resume", session["id"])
+    rig.env["DH_OPENCODE_BIN"] = "false"  # an OpenCode whose import fails
+    resumed = rig.dh("resume", session["id"], "--prompt", "Go on.")
     assert resumed.returncode != 0
     assert b"`opencode import` did not restore session" in resumed.stderr
+
+
+def test_locating_a_session_in_a_missing_database_finds_nothing(tmp_path):
+    from dh_cli.wrappers.opencode import OpenCodeWrapper
+
+    assert OpenCodeWrapper().locate(tmp_path / "gone" / "opencode.db", "ses_1", None) is None

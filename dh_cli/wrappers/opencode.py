@@ -66,7 +66,11 @@ class OpenCodeWrapper(Wrapper):
         return self.db_file(home).parent
 
     def locate(self, home: Path, native_id: str | None, native_path: Path | None):
-        return self.find(home, native_id) if native_id else None
+        """None while the database does not exist: not created yet, or lost (a resume then
+        restores the session through `opencode import`)."""
+        if not native_id or not self.db_file(home).exists():
+            return None
+        return self.find(home, native_id)
 
     @staticmethod
     def db_file(home: Path) -> Path:
