@@ -35,19 +35,23 @@ DRIVER = textwrap.dedent("""
     ''' % (pdeathsig, pdeathsig, effect)], start_new_session=True)
     tracker = ToolTracker(harness.pid)
     deadline = time.monotonic() + 10
-    while not any(c.startswith("bash") for _, c in tracker.seen.values()) and time.monotonic() < deadline:
+    while sys.argv[4] == "1" and time.monotonic() < deadline and \
+            not any(c.startswith("bash") for _, c in tracker.seen.values()):
         tracker.snapshot()  # dh snapshots every second; a child seen before its exec is refreshed
         time.sleep(0.05)
-    time.sleep(0.2)
+    time.sleep(0.3)
     os.killpg(harness.pid, signal.SIGKILL)
     harness.wait()
+    if sys.argv[4] == "0":
+        time.sleep(0.3)  # dh looks only after the shell died of its parent-death signal
     print(json.dumps([o.to_dict() for o in tracker.settle(float(sys.argv[3]))]))
 """)
 
 
-def settle(tmp_path, pdeathsig: int, grace: float) -> list[dict]:
+def settle(tmp_path, pdeathsig: int, grace: float, snapshot: bool = True) -> list[dict]:
     effect = tmp_path / "effect.log"
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(pdeathsig), str(effect), str(grace)],
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(pdeathsig), str(effect), str(grace),
+                           "1" if snapshot else "0"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -77,3 +81,11 @@ def test_an_orphaned_shell_finishes_or_is_ended(tmp_path, grace):
         assert outcome["ended_by_dh"] and not outcome["finished"]
         assert not (tmp_path / "effect.log").exists()
         assert "dh ended the command" in repair_text("never", outcome)
+
+
+def test_a_shell_that_died_unseen_is_named_by_what_ran_on_in_its_group(tmp_path):
+    """The harness was killed before dh's next look at its children: the dead shell's
+    command line is gone, so the outcome names it with the orphan of its group."""
+    (outcome,) = settle(tmp_path, signal.SIGTERM, grace=3, snapshot=False)
+    assert outcome["command"] == "bash (sleep 1)"
+    assert outcome["killed_by"] == signal.SIGTERM

@@ -72,6 +72,7 @@ class ToolTracker:
         self.harness_pid = harness_pid
         self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create time, command line)
         self.group: dict[int, int] = {}  # pid -> its process group
+        self.name_only: set[int] = set()  # dead before dh read their command lines
         self.done: list[ToolOutcome] = []
 
     def _remember(self, proc: psutil.Process) -> None:
@@ -101,6 +102,8 @@ class ToolTracker:
             if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):
                 # a zombie not seen alive (it died with the harness) is known by its name
                 self.seen[child.pid] = info if info[1] else (info[0], _name(child))
+                if not info[1]:
+                    self.name_only.add(child.pid)
                 self.group[child.pid] = _pgid(child.pid)
             if child.pid in self.seen:
                 pids.append(child.pid)
@@ -142,6 +145,9 @@ class ToolTracker:
             # the group's leader is the command; the harness's own group has none of its own
             head = pgid if pgid in codes and pgid != self.harness_pid else members[0]
             created, command = self.seen[head]
+            if head in self.name_only:  # e.g. "bash (sleep 3)": what ran on in its group
+                rest = [self.seen[p][1] for p in members if p != head and p not in self.name_only]
+                command = f"{command} ({'; '.join(rest)})"[:300] if rest else command
             outcome, code = ToolOutcome(head, command, created), codes[head]
             if pgid in ended:
                 outcome.ended_by_dh, outcome.exit_code = True, code
