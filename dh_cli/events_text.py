@@ -59,6 +59,11 @@ SUMMARIES = {
     "source_deleted": lambda d: f"{d.get('path')} was deleted (the log keeps its records)",
     "source_back": lambda d: f"{d.get('path')} is back",
     "source_unreadable": lambda d: f"{d.get('path', 'a source')} cannot be read: {d.get('error')}",
+    "moved": lambda d: (f"moved from {d.get('from')} to {d.get('to')} ({d.get('records')} records "
+                        f"rewritten), harness home {d.get('home_to')}" if d.get("from") != d.get("to")
+                        else f"rebuilt under the harness home {d.get('home_to')}"),
+    "source_moved": lambda d: f"{d.get('from')} -> {d.get('to')} ({d.get('records')} records rewritten,"
+                              f" generation {d.get('generation')})",
 }
 
 

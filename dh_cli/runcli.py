@@ -9,7 +9,7 @@ import typer
 
 from . import output
 from .config import load as load_config
-from .errors import NativeStateError
+from .errors import NativeStateError, UsageError
 from .resume.replay import parse_overrides
 from .supervisor.launch import default_env, resume_session, start_run
 from .supervisor.policy import PolicyConfig
@@ -65,17 +65,37 @@ def resume_command(
     max_restarts: RestartsOpt = None,
     tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
+    world_name: Annotated[Optional[str], typer.Option("--world", help="Pull the session from this world first (postgres)")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
     Example:
       $ dh resume 1m8k6p
       $ dh resume 1m8k6p --prompt "finish the refactor" --no-supervise
+      $ dh resume 1m8k6p --world postgres --cwd ~/src/app
     """
     world = LocalWorld()
+    if world_name:
+        session = _pull(world, world_name, session, url)
+    elif url:
+        raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
-    if found.cwd and not os.path.isdir(found.cwd):
+    if cwd and not os.path.isdir(cwd):
+        raise NativeStateError(f"the checkout {cwd} does not exist or is not a folder")
+    if not cwd and found.cwd and not os.path.isdir(found.cwd):
         raise NativeStateError(f"the session's working directory {found.cwd} no longer exists",
                                hint="restore that checkout, or resume with --cwd on another path")
-    raise typer.Exit(resume_session(world, found, prompt, opts))
+    raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd,
+                                    rehome=bool(world_name)))
+
+
+def _pull(world, world_name: str, ref: str, url: str | None) -> str:
+    from .resume.relocate import pull_for_resume
+
+    session_id, added, shown = pull_for_resume(world, world_name, ref, url)
+    if added is not None:
+        output.note(f"dh: pulled session {session_id} from {shown} ({added} record(s) added)")
+    return session_id

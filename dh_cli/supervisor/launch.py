@@ -87,7 +87,10 @@ def check_previous_attempt(world, session: Session) -> None:
                 hint="wait for it to exit, or stop it, then resume")
 
 
-def resume_session(world, session: Session, prompt: str | None, opts: RunOptions) -> int:
+def resume_session(world, session: Session, prompt: str | None, opts: RunOptions,
+                   move_to: str | None = None, rehome: bool = False) -> int:
+    """move_to: resume in that checkout instead; rehome: the session was just pulled
+    from another machine (see resume/relocate.py)."""
     wrapper = get_wrapper(session.harness)
     opts.binary = find_binary(wrapper, opts.env)
     original = json.loads(session.argv or "[]")
@@ -97,6 +100,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     opts.cwd = session.cwd or opts.cwd
     with world.lock_session(session.id):
         check_previous_attempt(world, session)
+        from ..resume.relocate import relocate_for_resume
+
+        session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
         supervisor = Supervisor(world, wrapper, session, opts)
         from ..resume.prepare import prepare_resume
 
