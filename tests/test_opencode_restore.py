@@ -47,3 +47,29 @@ def test_locating_a_session_in_a_missing_database_finds_nothing(tmp_path):
     from dh_cli.wrappers.opencode import OpenCodeWrapper
 
     assert OpenCodeWrapper().locate(tmp_path / "gone" / "opencode.db", "ses_1", None) is None
+
+
+def test_the_log_a_killed_opencode_left_is_checkpointed_before_it_starts_again(tmp_path):
+    """OpenCode sets its busy timeout only after `PRAGMA journal_mode = WAL`; a WAL left by a
+    killed OpenCode would be recovered by whichever connection comes first, and the new
+    OpenCode failed with "database is locked" when that was dh's mirror. dh folds it first."""
+    import subprocess
+    import sqlite3
+    import sys
+
+    from dh_cli.resume.opencode_restore import settle_database
+
+    db = tmp_path / "opencode.db"
+    writer = ("import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+              "c.execute('PRAGMA journal_mode=WAL'); c.execute('CREATE TABLE t (x)'); "
+              "c.executemany('INSERT INTO t VALUES (?)', [(i,) for i in range(500)]); c.commit(); "
+              "os._exit(0)")  # dies without closing: the WAL keeps every frame
+    subprocess.run([sys.executable, "-c", writer, str(db)], check=True)
+    wal = tmp_path / "opencode.db-wal"
+    assert wal.stat().st_size > 0
+    settle_database(db)
+    assert not wal.exists() or wal.stat().st_size == 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (500,)
+    conn.close()
+    settle_database(tmp_path / "missing.db")  # nothing to do, no error

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
@@ -27,6 +28,25 @@ def session_in_db(db: Path, session_id: str | None) -> bool:
         return any(sid == session_id for sid, _ in list_sessions(db))
     except NativeStateError:
         return False
+
+
+def settle_database(db: Path) -> None:
+    """Fold into the database the write-ahead log that a killed OpenCode left, before it starts
+    again. OpenCode 1.18.33 runs `PRAGMA journal_mode = WAL` before it sets a busy timeout: if
+    dh's mirror is just then recovering that log (the first reader after a crash does), the new
+    OpenCode fails at once with "database is locked" (seen in about one resume in ten). After
+    this checkpoint there is nothing left to recover. Only called while no OpenCode of this
+    session runs; others sharing the database just wait a moment (busy timeout)."""
+    if not db.is_file():
+        return
+    try:
+        conn = sqlite3.connect(db, timeout=5.0)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass  # best effort: OpenCode recovers the log itself when nothing else reads it
 
 
 def import_command(binary: list[str], export_file: Path) -> list[str]:

@@ -159,11 +159,15 @@ def restore_database(world, wrapper: Wrapper, session: Session, prepared: Prepar
                      harness: tuple[list[str], dict] | None = None) -> None:
     """OpenCode: a session missing from its database (lost, or a new machine) goes back
     through `opencode import` of the export built from the log. `harness` is (binary argv,
-    environment) to run it with; by default the binary dh would launch, in dh's environment."""
-    from .opencode_restore import restore_opencode, session_in_db
+    environment) to run it with; by default the binary dh would launch, in dh's environment.
+    A session still there gets the log a killed OpenCode left checkpointed (settle_database)."""
+    from .opencode_restore import restore_opencode, session_in_db, settle_database
 
     for source in world.sources(session.id):
-        if source.kind != "opencode" or session_in_db(Path(source.path), session.harness_session_id):
+        if source.kind != "opencode":
+            continue
+        if session_in_db(Path(source.path), session.harness_session_id):
+            settle_database(Path(source.path))
             continue
         if harness is None:
             from ..supervisor.launch import find_binary
