@@ -1,6 +1,7 @@
 """Small helpers shared across layers: ids, clocks, hashing, atomic writes, redaction."""
 
 import datetime as _dt
+import glob
 import hashlib
 import os
 import re
@@ -28,8 +29,11 @@ def short_hash(data: bytes) -> str:
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write to a temporary name in the same folder, fsync, rename: never a half file."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Write to a temporary name in the same folder, fsync, rename: never a half file.
+    Folders it has to create are private (0700), and a temporary file left behind by a
+    writer that was killed is removed first."""
+    private_dirs(path.parent)
+    _remove_stale_tmp(path)
     tmp = path.with_name(f".{path.name}.dh-tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -37,9 +41,42 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
+
+
+def private_dirs(folder: Path) -> None:
+    """mkdir -p where every folder created is 0700 (existing ones are left as they are)."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for item in reversed(missing):
+        try:
+            item.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+
+
+def _remove_stale_tmp(path: Path) -> None:
+    for old in path.parent.glob(f".{glob.escape(path.name)}.dh-tmp-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            old.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
@@ -53,6 +90,58 @@ def is_secret_name(name: str) -> bool:
 def redact_url(text: str) -> str:
     """Hide the password part of any URL in text (postgres://u:pw@h → postgres://u:***@h)."""
     return _URL_PASSWORD.sub(lambda m: m["pre"] + "***" + m["at"], text)
+
+
+_SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
+                          r"(?P<sep>=|\s+)(?P<value>[^\s*]\S*)", re.I)
+_SECRET_ASSIGN = re.compile(r"\b(?P<name>[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*)"
+                            r"=(?P<value>[^\s*]\S*)")
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """An argv as dh stores or shows it: values of flags named like keys or tokens are
+    hidden, and so are URL passwords."""
+    out, hide_next = [], False
+    for arg in args:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if arg.startswith("-") and is_secret_name(name):
+            out.append(f"{name}=***" if eq else arg)
+            hide_next = not eq
+        else:
+            out.append(redact_url(arg))
+    return out
+
+
+def secret_values(env=None) -> list[str]:
+    """Values of the environment variables named like keys, tokens, secrets or passwords
+    (long enough not to be a common word), longest first."""
+    env = os.environ if env is None else env
+    found = {value for name, value in env.items() if is_secret_name(name) and len(value) >= 8}
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(value, secrets: list[str] | None = None):
+    """What dh writes to its log or prints about its own actions (argv, prompts, tool
+    command lines), with secrets taken out: the value of any secret-named environment
+    variable, values of secret-named flags and assignments, URL passwords."""
+    secrets = secret_values() if secrets is None else secrets
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "***")
+        value = _SECRET_FLAG.sub(lambda m: f"{m['flag']}{m['sep']}***", value)
+        value = _SECRET_ASSIGN.sub(lambda m: f"{m['name']}=***", value)
+        return redact_url(value)
+    if isinstance(value, dict):
+        return {key: scrub(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(item, str) for item in value):
+            value = redact_args(list(value))
+        return [scrub(item, secrets) for item in value]
+    return value
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:

@@ -4,7 +4,9 @@ own id, a source by its path, and records by (source, generation, offset), so im
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -41,11 +43,29 @@ def native_for_path(wrapper: Wrapper, path: Path) -> NativeSession:
     return NativeSession(path.stem, path.parent, None, [source])
 
 
+def readable_file(path: Path) -> None:
+    """Raise a one-line NativeStateError unless path is a regular file dh can read."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise NativeStateError(f"{path} is not a regular file")
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except FileNotFoundError:
+        raise NativeStateError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise NativeStateError(f"cannot read {path}: {exc.strerror}") from None
+
+
 def select(wrapper: Wrapper, home: Path, ref: str | None, all_: bool) -> list[NativeSession]:
+    if (all_ or not ref) and wrapper.source_kind != "opencode" and not os.path.isdir(home):
+        raise NativeStateError(f"the {wrapper.name} home {home} does not exist or is not a folder",
+                               hint="pass --home, or check the harness's environment variables")
     if all_ or not ref:
         return wrapper.discover(home)
     path = Path(ref)
-    if path.exists() and wrapper.source_kind != "opencode":
+    if wrapper.source_kind != "opencode" and (os.sep in ref or ref.endswith(".jsonl")
+                                              or os.path.lexists(path)):
+        readable_file(path)
         return [native_for_path(wrapper, path)]
     found = wrapper.find(home, ref)
     if not found:

@@ -57,7 +57,7 @@ class Tailer:
     def sync(self) -> TailResult:
         path = Path(self.source.path)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the mirror
         except FileNotFoundError:
             if self.source.inode is None:  # not written yet (e.g. a harness still starting)
                 return TailResult(missing=True)
@@ -87,6 +87,9 @@ class Tailer:
             self.source.status = "live"
         check = self.source.offset and self.source.kind != "file"
         reason = _same_prefix(fd, info.st_size, self.source) if check else None
+        if check and not reason and self.source.inode not in (None, info.st_ino) \
+                and not self._prefix_is_logged(fd):
+            reason = "replaced"  # a new file whose bytes differ between the sampled ends
         if reason:
             events.append(self._new_generation(reason, info.st_size))
             result.rewritten = True
@@ -96,6 +99,16 @@ class Tailer:
         else:
             result.added, result.pending = self._read_lines(fd, events)
         return result
+
+    def _prefix_is_logged(self, fd: int) -> bool:
+        """A file replaced by another (a new inode) is compared with the log in full, not
+        just at its ends: cheap enough for something that happens once per rewrite."""
+        pos = 0
+        for raw in self.world.raw_lines(self.source.id, self.source.generation):
+            if os.pread(fd, len(raw), pos) != raw:
+                return False
+            pos += len(raw)
+        return pos == self.source.offset
 
     def _new_generation(self, reason: str, size: int) -> tuple:
         old = self.source.generation

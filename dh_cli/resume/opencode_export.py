@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ..errors import NativeStateError
 from ..models import Record
 from ..wrappers.opencode import latest_rows, row_data
 
@@ -64,7 +65,7 @@ def build_export(records: list[Record], session_id: str) -> dict:
     rows = latest_rows(records)
     session = next((r for r in rows if r.get("table") == "session" and r.get("id") == session_id), None)
     if session is None:
-        raise ValueError(f"no session row for {session_id} in the log")
+        raise NativeStateError(f"no session row for OpenCode session {session_id!r} in the log")
     messages = sorted((r for r in rows if r.get("table") == "message"),
                       key=lambda r: (r.get("time_created") or 0, r["id"]))
     parts = sorted((r for r in rows if r.get("table") == "part"), key=lambda r: r["id"])

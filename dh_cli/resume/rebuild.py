@@ -24,13 +24,21 @@ class RebuiltFile:
 
 def safe_target(root: Path, relpath: str) -> Path:
     """root/relpath, refusing anything that would land outside root."""
-    rel = Path(relpath)
-    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+    rel = Path(relpath or "")
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts or "\0" in str(relpath):
         raise NativeStateError(f"refusing unsafe path {relpath!r} from the log")
     target = root / rel
-    if not target.resolve().is_relative_to(root.resolve()):
+    if not inside(target, root):
         raise NativeStateError(f"refusing path {relpath!r}: it leaves {root}")
     return target
+
+
+def inside(path: Path, root: Path) -> bool:
+    """True when path, every symlink followed, stays under root."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
+        return False
 
 
 def source_bytes(world, source: Source) -> bytes:
@@ -42,6 +50,13 @@ def source_bytes(world, source: Source) -> bytes:
 
 
 def write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:
+    try:
+        return _write_file(target, data, force)
+    except OSError as exc:
+        raise NativeStateError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:
     status = "written"
     if target.exists():
         if target.is_file() and target.read_bytes() == data:
@@ -64,10 +79,11 @@ def rebuild_session(world, session: Session, to_dir: Path | None = None,
     for source in world.sources(session.id):
         if source.kind == "opencode":
             root = Path(to_dir) if to_dir else Path(session.home).parent
+            target = export_path(root, session)  # checked before anything is built
             records = list(world.records(session.id, source.id))
             export = build_export(records, session.harness_session_id)
             data = (json.dumps(export, indent=2, ensure_ascii=False) + "\n").encode()
-            out.append(write_file(export_path(root, session), data, force))
+            out.append(write_file(target, data, force))
             continue
         root = Path(to_dir) if to_dir else Path(session.home)
         data = source_bytes(world, source)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from ..errors import HarnessNotFound, SessionLocked
 from ..models import Session
-from ..util import is_secret_name
+from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .procs import process_alive
-from .runner import RunOptions, Supervisor
+from .runner import RunOptions, Supervisor, prepare_sync
 
 
 def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
@@ -34,20 +34,30 @@ def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
 
 
 def redact_args(args: list[str]) -> list[str]:
-    """The argv as stored in the log: values of flags named like keys or tokens are hidden."""
-    out, hide_next = [], False
-    for arg in args:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
+    """The argv as stored in the log: values of flags named like keys or tokens are hidden,
+    and so are URL passwords and the values of secret environment variables."""
+    return scrub(_redact_args(args))
+
+
+def without_redacted(args: list[str]) -> tuple[list[str], list[str]]:
+    """The stored argv without the secret flags whose values were never stored (passing
+    `***` on would be wrong): (args, names of the flags left out)."""
+    out, dropped, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
         if arg.startswith("-") and is_secret_name(name):
-            out.append(f"{name}=***" if eq else arg)
-            hide_next = not eq
+            if eq and value == "***":
+                dropped.append(name)
+            elif not eq and i + 1 < len(args) and args[i + 1] == "***":
+                dropped.append(name)
+                i += 1
+            else:
+                out.append(arg)
         else:
             out.append(arg)
-    return out
+        i += 1
+    return out, dropped
 
 
 def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
@@ -58,7 +68,7 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
     opts.interactive = not opts.headless and sys.stdin.isatty()
     plan = wrapper.plan_launch(args, opts.cwd, home)
     session = _session_for(world, wrapper, plan, opts, home)
-    world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": plan.prompt,
+    world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
     with world.lock_session(session.id):
@@ -93,7 +103,10 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     from another machine (see resume/relocate.py)."""
     wrapper = get_wrapper(session.harness)
     opts.binary = find_binary(wrapper, opts.env)
-    original = json.loads(session.argv or "[]")
+    original, dropped = without_redacted(json.loads(session.argv or "[]"))
+    if dropped:
+        opts.notice(f"dh: {', '.join(dropped)} not stored in the log (secret); resuming without it "
+                    "(give it through the harness's environment or config instead)")
     opts.args = [a for a in original]
     opts.headless = wrapper.is_headless(original) if original else True
     opts.interactive = not opts.headless and sys.stdin.isatty()
@@ -103,11 +116,24 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         from ..resume.relocate import relocate_for_resume
 
         session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
+        # What the harness wrote while no dh mirrored it (dh was killed), including files the
+        # log does not know yet: found by the session's native id or path, then logged.
+        prepare_sync(world, wrapper, session)
+        session = world.get_session(session.id)
         supervisor = Supervisor(world, wrapper, session, opts)
         from ..resume.prepare import prepare_resume
 
         prepared = prepare_resume(world, wrapper, session, opts.replay)
         session = world.get_session(session.id)
+        if prepared.turn_complete and opts.headless and not prompt and not prepared.repairs:
+            # e.g. dh was killed and the harness finished its turn on its own: a resume would
+            # only pay for a fresh model call (as after a headless kill past the final answer)
+            world.update_session(session.id, state="finished")
+            world.add_event(session.id, "resume_skipped", {"by": "dh resume", "why": "turn complete"},
+                            phase="outcome")
+            opts.notice(f"dh: session {session.id} already finished its turn; nothing to resume "
+                        "(pass --prompt to continue it)")
+            return 0
         if not prepared.has_state:
             argv = original
         else:

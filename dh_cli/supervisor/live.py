@@ -6,22 +6,30 @@ as its id is known (chosen up front, or read from the harness's output)."""
 from __future__ import annotations
 
 import os
+import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
 
+from ..errors import LogDbError
 from ..mirror.session import SessionMirror
-from ..worlds.local import LocalWorld
+from ..util import now_iso
+from ..worlds.local import LocalWorld, db_error
 
 POLL = 1.0  # fallback when no file event arrives
 POLL_WATCHED = 5.0  # the same when inotify wakes the mirror on every change
 RELOCATE = 2.0  # how often to look for new native files of the session
+RETRY = 1.0  # how often to try again while the log cannot be written (disk full, I/O error)
 
 
 class LiveMirror:
-    def __init__(self, world_path: Path, wrapper, session_id: str, watch_dir: Path | None):
+    def __init__(self, world_path: Path, wrapper, session_id: str, watch_dir: Path | None,
+                 notice=None):
         self.world_path, self.wrapper, self.session_id = world_path, wrapper, session_id
         self.watch_dir = watch_dir
+        self.notice = notice or (lambda text: print(text, file=sys.stderr))
+        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
         self.native_id: str | None = None  # set from the harness's output when discovered
         self.last_progress = time.monotonic()
         self.added = 0
@@ -67,23 +75,47 @@ class LiveMirror:
             return
 
     def _run(self) -> None:
-        world = LocalWorld(self.world_path)
+        world, mirror, located, first = None, None, time.monotonic(), True
         try:
-            mirror, located = self._mirror(world), time.monotonic()
             while not self.stop_event.is_set():
-                self.wake.wait(self.poll)
-                self.wake.clear()
-                if mirror is None:
-                    mirror = self._mirror(world)
-                elif time.monotonic() - located > RELOCATE:
-                    self._track_new_files(world, mirror)  # e.g. Claude subagent transcripts
-                    located = time.monotonic()
-                if mirror and mirror.sync().added:
-                    self.last_progress = time.monotonic()
+                if not first:
+                    self.wake.wait(RETRY if self.failing else self.poll)
+                    self.wake.clear()
+                first = False
+                try:
+                    world = world or LocalWorld(self.world_path)
+                    if mirror is None:
+                        mirror = self._mirror(world)
+                    elif time.monotonic() - located > RELOCATE:
+                        self._track_new_files(world, mirror)  # e.g. Claude subagent transcripts
+                        located = time.monotonic()
+                    if mirror and mirror.sync().added:
+                        self.last_progress = time.monotonic()
+                    if self.failing:
+                        self._recovered(world)
+                except (sqlite3.Error, LogDbError) as exc:
+                    # Disk full, an I/O error, a lock held too long: the harness keeps running.
+                    # Start again from what the log holds (the failed batch was rolled back),
+                    # on a fresh connection, until a write succeeds.
+                    self._failed(exc)
+                    world, mirror = _close(world), None
         except BaseException as exc:  # reported by the supervisor after the attempt
             self.error = exc
         finally:
-            world.close()
+            _close(world)
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.failing is None:
+            error = db_error(exc, self.world_path) if isinstance(exc, sqlite3.Error) else exc
+            self.failing = (now_iso(), time.monotonic(), str(error))
+            self.notice(f"dh: {error}; the harness keeps running, and dh keeps trying to log it")
+
+    def _recovered(self, world) -> None:
+        since, started, error = self.failing
+        world.add_event(self.session_id, "log_write_failed", {
+            "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
+        self.failing = None
+        self.notice("dh: the log can be written again; mirroring has caught up")
 
     def _locate(self, session):
         return self.wrapper.locate(Path(session.home), self.native_id or session.harness_session_id,
@@ -96,6 +128,11 @@ class LiveMirror:
 
     def _mirror(self, world) -> SessionMirror | None:
         session = world.get_session(self.session_id)
+        if self.native_id and not session.harness_session_id:
+            # Read from the harness's output before its file can be found: keep it now, so a
+            # dh killed meanwhile still lets `dh resume` find what the harness wrote.
+            world.update_session(session.id, harness_session_id=self.native_id)
+            session = world.get_session(self.session_id)
         native = self._locate(session)
         if native is None:
             return None
@@ -116,3 +153,12 @@ class LiveMirror:
             self.watcher.join(timeout=5)
         os.close(self._stop_w)
         os.close(self._stop_r)
+
+
+def _close(world) -> None:
+    """Close a connection that may be broken (its open transaction is rolled back)."""
+    if world is not None:
+        try:
+            world.close()
+        except sqlite3.Error:
+            pass

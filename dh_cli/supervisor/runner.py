@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import Session
+from ..util import scrub
 from ..resume.prepare import current_turn, prepare_resume
 from ..wrappers.base import Wrapper
 from . import states
@@ -145,7 +146,8 @@ class Supervisor:
 
     def _spawn(self, argv: list[str]):
         full = self.opts.binary + argv
-        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir())
+        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir(),
+                               notice=self.opts.notice)
         if self.opts.interactive:
             from .terminal import PtyChild
 
@@ -270,7 +272,8 @@ class Supervisor:
         return 128 + sig if sig else (attempt.rc or 1)
 
     def _event(self, type_: str, details: dict, attempt: int | None = None, phase: str = "info"):
-        self.world.add_event(self.session.id, type_, details, attempt, phase)
+        # argv, resume plans and tool command lines: never a secret in the log
+        self.world.add_event(self.session.id, type_, scrub(details), attempt, phase)
 
 
 def prepare_sync(world, wrapper, session, native_id: str | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Iterator
 from sqlite_utils import Database
 
 from .. import paths
-from ..errors import LogDbError, SessionNotFound, AmbiguousSession
+from ..errors import ConfigError, LogDbError, SessionNotFound, AmbiguousSession
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
 from .migrations import migrations
@@ -32,7 +32,12 @@ _INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
 
 
 def _busy_timeout() -> float:
-    return float(os.environ.get("DH_DB_TIMEOUT", "30"))
+    value = os.environ.get("DH_DB_TIMEOUT", "30")
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"bad value for DH_DB_TIMEOUT: {value!r} is not a number of seconds",
+                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30") from None
 
 
 def _create_private(path: Path) -> bool:
@@ -73,6 +78,11 @@ class LocalWorld:
             self._open(migrate)
         except sqlite3.DatabaseError as exc:
             raise db_error(exc, self.path) from None
+        except OSError as exc:  # DH_HOME is a file, or a folder dh may not write
+            why = (f"{self.path.parent} is not a folder"
+                   if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc)
+            raise LogDbError(f"cannot open the log {self.path} ({why})",
+                             hint="check DH_HOME and the permissions of its folder") from None
 
     def _open(self, migrate: bool) -> None:
         new = _create_private(self.path)
@@ -104,10 +114,16 @@ class LocalWorld:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
+            self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full, I/O error): then there is
+            # nothing to undo, and the first error is the one to report
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             raise
-        self.conn.execute("COMMIT")
 
     # sessions -----------------------------------------------------------------------------
     def create_session(self, harness: str, **values) -> Session:
@@ -461,6 +477,9 @@ def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
     if "readonly" in text or "read-only" in text or "unable to open" in text:
         return LogDbError(f"cannot write the log {path} ({text})",
                           hint="check the file's permissions and the free disk space")
+    if "full" in text or "disk I/O" in text:
+        return LogDbError(f"cannot write the log {path} ({text})",
+                          hint="free some disk space; what is already logged is kept")
     return LogDbError(f"log database error: {text} ({path})")
 
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from pathlib import Path
 
-from ..errors import SessionLocked
+from ..errors import NativeStateError, SessionLocked
+
+
+SAFE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 
 
 class SessionLock:
     def __init__(self, folder: Path, session_id: str):
+        if not SAFE_ID.fullmatch(session_id or ""):  # an id from a pulled log names a file here
+            raise NativeStateError(f"refusing session id {session_id!r} from the log",
+                                   hint="a dh session id is letters and digits")
         self.path = folder / "locks" / f"{session_id}.lock"
         self.fd: int | None = None
 

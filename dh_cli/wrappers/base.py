@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import re
+import stat
 
 try:  # orjson parses the log's hot path several times faster; json is the fallback
     from orjson import loads as _fast_loads
@@ -70,8 +73,34 @@ def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int],
     return flags, positionals
 
 
+def regular_file(path: Path) -> bool:
+    """True for a regular file (a FIFO or device at a session's path must never be opened
+    for reading: that can block)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def native_id_from_path(path: Path) -> str:
     return path.stem
+
+
+MAX_DEPTH = 10_000  # deeper nesting overflows the C stack of the JSON parsers (a crash)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def too_deep(raw: bytes) -> bool:
+    """True when the line nests arrays/objects deeper than MAX_DEPTH (brackets inside
+    strings do not count). Cheap unless the line holds that many opening brackets."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    depth = top = 0
+    for byte in _STRING.sub(b"", raw).translate(None, _BRACKETS):
+        depth += 1 if byte in (0x5B, 0x7B) else -1
+        top = max(top, depth)
+    return top > MAX_DEPTH
 
 
 def load_json(raw: bytes) -> tuple[object | None, list[str]]:
@@ -79,6 +108,8 @@ def load_json(raw: bytes) -> tuple[object | None, list[str]]:
     flags = []
     if b"\x00" in raw:
         flags.append("nul")
+    if too_deep(raw):
+        return None, flags + ["too_deep"]
     try:
         return _fast_loads(raw), flags  # strict: rejects invalid UTF-8 as well as bad JSON
     except ValueError:
@@ -90,6 +121,8 @@ def load_json(raw: bytes) -> tuple[object | None, list[str]]:
         text = raw.decode("utf-8", errors="replace")
     try:
         return json.loads(text), flags
+    except RecursionError:
+        return None, flags + ["too_deep"]
     except ValueError:
         flags.append("bad_json")
         return None, flags
@@ -155,9 +188,19 @@ class Wrapper:
         obj, flags = load_json(raw)
         if not isinstance(obj, dict):
             return Parsed(kind="invalid", flags=flags or ["not_object"])
-        parsed = self.parse_obj(obj)
+        parsed = self.parse_safe(obj)
         parsed.flags.extend(flags)
         return parsed
+
+    def parse_safe(self, obj: dict) -> Parsed:
+        """parse_obj for an object of any shape: a field of an unexpected type (a list where
+        an id belongs, a string for a usage count) is flagged `bad_field` and left out, and
+        an object the wrapper cannot read at all is kept as `invalid`, flagged `bad_shape`.
+        The record's bytes are logged either way; the mirror never stops on them."""
+        try:
+            return checked(self.parse_obj(obj))
+        except (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError):
+            return Parsed(kind="invalid", flags=["bad_shape"])
 
     def parse_obj(self, obj: dict) -> Parsed:
         raise NotImplementedError
@@ -207,13 +250,64 @@ class Wrapper:
 
 
 def epoch_ms(ts) -> int | None:
-    """A harness timestamp (ISO 8601 text or epoch milliseconds) as epoch milliseconds."""
+    """A harness timestamp (ISO 8601 text or epoch milliseconds) as epoch milliseconds;
+    None for anything else, or a number SQLite cannot hold."""
     if ts is None or isinstance(ts, int):
-        return ts
+        return _int64(ts)
     try:
         return int(_dt.datetime.fromisoformat(ts).timestamp() * 1000)
-    except (TypeError, ValueError):
-        return int(ts) if str(ts).isdigit() else None
+    except (TypeError, ValueError, OverflowError, OSError):
+        return _int64(int(ts)) if str(ts).isdigit() else None
+
+
+_STR_FIELDS = ("native_id", "parent_id", "role", "model", "msg_id", "stop_reason")
+_USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
+
+
+def _int64(value) -> int | None:
+    return value if value is None or -(1 << 63) <= value < (1 << 63) else None
+
+
+def checked(parsed: Parsed) -> Parsed:
+    """The parsed record with every field of the type the log stores: ids and names as
+    text, token counts as 64-bit integers. Anything else (from a damaged or foreign line)
+    is dropped and the record flagged `bad_field`."""
+    bad = False
+    for name in _STR_FIELDS:
+        value = getattr(parsed, name)
+        if value is not None and type(value) is not str:
+            setattr(parsed, name, None)
+            bad = True
+    if type(parsed.text) is not str:
+        parsed.text, bad = "", True
+    if parsed.ts is not None and type(parsed.ts) not in (str, int):
+        parsed.ts, bad = None, True
+    for call in parsed.tool_calls:
+        if type(call.id) is not str or type(call.name) is not str:
+            call.id = call.id if type(call.id) is str else ""
+            call.name = call.name if type(call.name) is str else ""
+            bad = True
+    for result in parsed.tool_results:
+        if type(result.call_id) is not str or type(result.text) is not str:
+            result.call_id = result.call_id if type(result.call_id) is str else ""
+            result.text = result.text if type(result.text) is str else ""
+            bad = True
+    if parsed.usage is not None:
+        usage = parsed.usage if type(parsed.usage) is dict else {}
+        clean = {k: _count(usage.get(k)) for k in _USAGE_KEYS}
+        if type(parsed.usage) is not dict or any(
+                clean[k] != usage.get(k) for k in _USAGE_KEYS if usage.get(k) is not None):
+            bad = True
+        parsed.usage = clean
+    if bad:
+        parsed.flags.append("bad_field")
+    return parsed
+
+
+def _count(value) -> int:
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return (_int64(value) or 0) if type(value) is int else 0
 
 
 def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw: bytes) -> tuple:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, split_args, text_of
+from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, regular_file,
+                   split_args, text_of)
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
@@ -141,6 +142,8 @@ def project_slug(cwd: str) -> str:
 
 
 def first_cwd(path: Path, max_lines: int = 50) -> str | None:
+    if not regular_file(path):
+        return None
     try:
         with open(path, "rb") as handle:
             for _, line in zip(range(max_lines), handle):

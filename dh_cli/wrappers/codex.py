@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, split_args, text_of
+from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
+                   text_of)
 from .claude import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
 
@@ -33,6 +34,8 @@ ROLLOUT_RE = re.compile(r"rollout-.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 
 def _session_meta(path: Path) -> dict:
+    if not regular_file(path):
+        return {}
     try:
         with open(path, "rb") as handle:
             obj = json.loads(handle.readline())

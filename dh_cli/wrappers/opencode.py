@@ -48,9 +48,15 @@ def latest_rows(records: list[Record]) -> list[dict]:
 def row_data(row: dict) -> dict:
     try:
         data = json.loads(row.get("data") or "{}")
-    except ValueError:
+    except (TypeError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _row_order(row: dict) -> tuple:
+    """Creation time, then id; a value of another type (a damaged row) sorts first."""
+    created, ident = row.get("time_created"), row.get("id")
+    return (created if type(created) in (int, float) else 0, ident if type(ident) is str else "")
 
 
 class OpenCodeWrapper(Wrapper):
@@ -132,8 +138,8 @@ class OpenCodeWrapper(Wrapper):
 
     def conversation(self, records: list[Record]) -> list[Parsed]:
         rows = [r for r in latest_rows(records) if r.get("table") in ("message", "part")]
-        rows.sort(key=lambda r: (r.get("time_created") or 0, r.get("id") or ""))
-        return [self.parse_obj(row) for row in rows]
+        rows.sort(key=_row_order)
+        return [self.parse_safe(row) for row in rows]
 
     def turn_state(self, records: list[Record]) -> TurnState:
         parsed = self.conversation(records)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, text_of
+from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .claude import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 
@@ -35,6 +35,8 @@ def pi_session_dir_name(cwd: str) -> str:
 
 
 def read_header(path: Path) -> dict:
+    if not regular_file(path):
+        return {}
     try:
         with open(path, "rb") as handle:
             obj = json.loads(handle.readline())

@@ -1,0 +1,212 @@
+"""Load: many `dh run` sessions at once on one dh.db, each over a fake harness that appends
+Pi-format records at a fixed rate (tests/fakes/pi_writer.py, launched as `pi` via DH_PI_BIN).
+
+Measures
+  lost      native lines that are not in the log once every dh has exited (and whether the
+            logged bytes equal the native file, session by session)
+  locked    "database is locked" failures: dh processes that failed, or said the log was locked
+  lag       time from a record's append (its `t`, written by the writer) to the moment a poller
+            reading dh.db every --poll seconds first sees it committed: p50 / p90 / p99 / max
+            (resolution: the poll interval)
+  dh CPU    CPU seconds of the dh processes (their rusage from wait4, minus what each writer
+            reports for itself), total and as cores busy over the run
+A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
+checks that nothing is lost and nothing fails on a lock).
+Run: python bench/bench_load.py [--sessions 32 --rate 200 --seconds 60]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dh_cli.resume.rebuild import source_bytes  # noqa: E402
+from dh_cli.worlds.local import LocalWorld  # noqa: E402
+
+WRITER = ROOT / "tests" / "fakes" / "pi_writer.py"
+
+
+@dataclass
+class LoadResult:
+    sessions: int
+    native_records: int = 0
+    logged_records: int = 0
+    lost: int = 0
+    mismatched_sessions: int = 0
+    locked_failures: int = 0
+    failed_runs: list = field(default_factory=list)
+    lags: list = field(default_factory=list)
+    dh_cpu: float = 0.0
+    writer_cpu: float = 0.0
+    wall: float = 0.0
+    db_bytes: int = 0
+
+    def lag(self, q: float) -> float:
+        if not self.lags:
+            return float("nan")
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def to_dict(self) -> dict:
+        return {"sessions": self.sessions, "native_records": self.native_records,
+                "logged_records": self.logged_records, "lost": self.lost,
+                "mismatched_sessions": self.mismatched_sessions,
+                "locked_failures": self.locked_failures, "failed_runs": self.failed_runs,
+                "lag_ms": {"p50": self.lag(0.5) * 1000, "p90": self.lag(0.9) * 1000,
+                           "p99": self.lag(0.99) * 1000, "max": max(self.lags, default=0) * 1000,
+                           "mean": statistics.fmean(self.lags) * 1000 if self.lags else None,
+                           "samples": len(self.lags)},
+                "dh_cpu_s": round(self.dh_cpu, 2), "writer_cpu_s": round(self.writer_cpu, 2),
+                "wall_s": round(self.wall, 1), "db_bytes": self.db_bytes}
+
+
+class LagPoller:
+    """Reads new records from dh.db every `interval` s (read-only) and notes, for each load
+    record, how long after its append it was first seen committed."""
+
+    def __init__(self, db: Path, interval: float):
+        self.db, self.interval = db, interval
+        self.lags: list[float] = []
+        self.seen = 0
+        self.last_id = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "LagPoller":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)
+        try:
+            while not self.stop.is_set():
+                self._poll(conn)
+                self.stop.wait(self.interval)
+            self._poll(conn)
+        finally:
+            conn.close()
+
+    def _poll(self, conn) -> None:
+        rows = conn.execute("SELECT id, raw, codec FROM records WHERE id > ? ORDER BY id",
+                            [self.last_id]).fetchall()
+        now = time.time()
+        for row_id, raw, codec in rows:
+            self.last_id = row_id
+            if codec == 1:
+                raw = zlib.decompress(raw, -12)
+            if b'"customType":"load"' not in raw:
+                continue
+            self.lags.append(now - json.loads(raw)["data"]["t"])
+        self.seen += len(rows)
+
+    def finish(self) -> list[float]:
+        self.stop.set()
+        self.thread.join(60)
+        return self.lags
+
+
+def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: int = 100,
+             poll: float = 0.02, workdir: Path | None = None, quiet: bool = False) -> LoadResult:
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="dh-load-"))
+    dh_home = workdir / "dh-home"
+    db = dh_home / "dh.db"
+    cpu_file = workdir / "writer-cpu.txt"
+    env = {**os.environ, "DH_HOME": str(dh_home), "PI_CODING_AGENT_DIR": str(workdir / "pi-agent"),
+           "XDG_CONFIG_HOME": str(workdir / "config"), "DH_PI_BIN": f"{sys.executable} {WRITER}",
+           "DH_WRITER_RATE": str(rate), "DH_WRITER_RECORDS": str(int(rate * seconds)),
+           "DH_WRITER_PAD": str(pad), "DH_WRITER_CPU_FILE": str(cpu_file), "DH_RAISE_ERRORS": ""}
+    LocalWorld(db).close()
+    poller = LagPoller(db, poll).start()
+    procs = []
+    started = time.monotonic()
+    for n in range(sessions):
+        cwd = workdir / f"proj-{n:02d}"
+        cwd.mkdir()
+        err = open(workdir / f"dh-{n:02d}.stderr", "w+")
+        proc = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "pi", "--", "-p", "go"],
+                                cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        procs.append((proc, err))
+    result = LoadResult(sessions)
+    total_cpu = 0.0
+    for proc, err in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        total_cpu += usage.ru_utime + usage.ru_stime
+        err.seek(0)
+        text = err.read()
+        err.close()
+        if proc.returncode != 0:
+            result.failed_runs.append({"pid": proc.pid, "code": proc.returncode, "stderr": text[-400:]})
+        if "locked" in text:
+            result.locked_failures += 1
+    result.wall = time.monotonic() - started
+    result.lags = poller.finish()
+    result.writer_cpu = sum(float(x) for x in cpu_file.read_text().split()) if cpu_file.exists() else 0.0
+    result.dh_cpu = total_cpu - result.writer_cpu
+    world = LocalWorld(db)
+    for item in world.list_sessions():
+        for source in world.sources(item["id"]):
+            native = Path(source.path).read_bytes()
+            lines = native.count(b"\n")
+            logged = world.source_stats(source.id)[1]
+            result.native_records += lines
+            result.logged_records += logged
+            result.lost += max(0, lines - logged)
+            result.mismatched_sessions += source_bytes(world, source) != native
+    if len(world.list_sessions()) != sessions:
+        result.lost += 1  # a session missing from the log altogether
+    world.close()
+    result.db_bytes = sum(p.stat().st_size for p in dh_home.glob("dh.db*"))
+    if not quiet:
+        print(json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=32)
+    parser.add_argument("--rate", type=float, default=200, help="records per second per session")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--pad", type=int, default=100, help="filler bytes per record")
+    parser.add_argument("--poll", type=float, default=0.02, help="seconds between lag polls")
+    parser.add_argument("--workdir", type=Path)
+    args = parser.parse_args()
+    print(f"dh load: {args.sessions} sessions x {args.rate:g} records/s x {args.seconds:g} s "
+          f"on one dh.db ({os.cpu_count()} CPUs)", flush=True)
+    result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, args.workdir,
+                      quiet=True)
+    figures = result.to_dict()
+    lag = figures["lag_ms"]
+    print(f"records: {result.native_records:,} native, {result.logged_records:,} logged, "
+          f"lost {result.lost}, sessions whose log differs from the native file: "
+          f"{result.mismatched_sessions}")
+    print(f"'database is locked' failures: {result.locked_failures}; failed dh runs: "
+          f"{len(result.failed_runs)}")
+    print(f"mirror lag (append -> committed, poll {args.poll * 1000:g} ms): p50 {lag['p50']:.0f} ms, "
+          f"p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, max {lag['max']:.0f} ms "
+          f"({lag['samples']:,} samples)")
+    print(f"dh CPU: {result.dh_cpu:.1f} s over {result.wall:.1f} s wall = "
+          f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
+          f"session, {result.dh_cpu / max(1, result.logged_records) * 1e6:.0f} us per record); "
+          f"writers: {result.writer_cpu:.1f} s")
+    print(f"log size: {result.db_bytes / 1e6:.1f} MB")
+    for failure in result.failed_runs[:5]:
+        print("failed:", failure)
+
+
+if __name__ == "__main__":
+    main()
