@@ -82,4 +82,5 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
             f"(exit {done.returncode}): {tail}",
             hint="check that OpenCode's data dir (XDG_DATA_HOME / OPENCODE_DB) is the one the "
                  "session was recorded with")
+    settle_database(db)  # the import may leave its log behind, like a killed OpenCode
     return len(data)
