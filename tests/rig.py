@@ -31,6 +31,7 @@ class Rig:
     server: FakeModelServer
     bin_dir: Path | None = None
     env: dict = field(default_factory=dict)
+    extra_env: dict = field(default_factory=dict)  # set last (e.g. DH_<HARNESS>_BIN for real CLIs)
 
     def __post_init__(self):
         self.proj = self.tmp / "proj"
@@ -56,6 +57,7 @@ class Rig:
             self.bin_dir = self.tmp / "bin"
             install_fake_harnesses(self.bin_dir)
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env.update(self.extra_env)
         return env
 
     def dh(self, *args: str, crash: str | None = None, timeout: float = 60, **popen) -> subprocess.CompletedProcess:
