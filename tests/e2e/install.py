@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -154,8 +155,10 @@ def _npm(prefix: Path, specs: list[str], log) -> None:
     except subprocess.TimeoutExpired:
         raise InstallError(f"npm install did not finish within {NPM_TIMEOUT} s") from None
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-6:]
-        raise InstallError(f"npm install failed (exit {done.returncode}): " + " | ".join(tail))
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        # npm's first error lines say what went wrong (code, reason); the rest is a stack
+        said = [ln for ln in lines if re.match(r"npm (error|ERR!) \S", ln)][:4]
+        raise InstallError(f"npm install failed (exit {done.returncode}): " + " | ".join(said or lines[-4:]))
 
 
 def ensure(prefix: Path | None = None, log=print) -> Installed:
