@@ -177,24 +177,31 @@ class Tailer:
 
 class _Encoder:
     """Deflates batch N on a helper thread (zlib releases the GIL) while this thread parses
-    batch N+1; batches are committed here, strictly in order, each with its own offset."""
+    batch N+1; batches are committed here, strictly in order, each with its own offset.
+    The thread is started only once a read yields a second batch: a live sync (one small
+    batch, many times a second) encodes in place instead of starting a thread each time."""
 
     def __init__(self, tailer: Tailer, fd: int):
         self.tailer, self.fd, self.added = tailer, fd, 0
         self.offset = tailer.source.offset
         self.waiting: tuple | None = None
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-deflate")
+        self.pool: ThreadPoolExecutor | None = None
 
     def _flush(self) -> None:
         if self.waiting is not None:
-            future, pos, pending, events = self.waiting
+            work, pos, pending, events = self.waiting
             self.waiting = None
-            self.added += self.tailer._commit(self.fd, future.result(), pos, pending, events)
+            rows = work.result() if self.pool is not None and not isinstance(work, list) \
+                else encode_rows(work)
+            self.added += self.tailer._commit(self.fd, rows, pos, pending, events)
 
     def submit(self, batch: list, pos: int, pending: int, events: list) -> None:
+        if self.waiting is not None and self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-deflate")
         self._flush()
         self.offset = pos
-        self.waiting = (self.pool.submit(encode_rows, batch), pos, pending, events)
+        work = self.pool.submit(encode_rows, batch) if self.pool is not None else batch
+        self.waiting = (work, pos, pending, events)
 
     def __enter__(self) -> "_Encoder":
         return self
@@ -204,4 +211,5 @@ class _Encoder:
             if exc[0] is None:
                 self._flush()
         finally:
-            self.pool.shutdown(wait=True)
+            if self.pool is not None:
+                self.pool.shutdown(wait=True)

@@ -17,6 +17,7 @@ from ..errors import NativeStateError
 from ..models import Session
 from ..wrappers.opencode import drop_empty_assistant
 from .opencode_export import build_export
+from .rebuild import safe_target
 
 IMPORT_TIMEOUT = 120.0
 
@@ -66,7 +67,8 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
         raise NativeStateError(f"cannot restore OpenCode session {session.harness_session_id}: "
                                f"its working directory {cwd} does not exist")
     with tempfile.TemporaryDirectory(prefix="dh-opencode-") as folder:
-        export_file = Path(folder) / f"{session.harness_session_id}.json"
+        # the id comes from the log (maybe pulled): it must name a file in this folder
+        export_file = safe_target(Path(folder), f"{session.harness_session_id}.json")
         data = json.dumps(export, ensure_ascii=False).encode()
         export_file.write_bytes(data)
         try:

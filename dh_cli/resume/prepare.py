@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import NativeStateError
 from ..mirror.session import SessionMirror
 from ..models import Session
 from ..wrappers.base import Wrapper
-from .rebuild import safe_target, source_bytes, write_file
+from .rebuild import inside, safe_target, source_bytes, write_file
 from .replay import repair_text, replay_class
 
 
@@ -54,12 +56,29 @@ def _mirrored_exactly(source, path: Path) -> bool:
         os.close(fd)
 
 
+def restore_target(session: Session, source) -> Path:
+    """Where a source's file is restored. Its recorded path is trusted when it lies in the
+    session's harness home or cwd, or when this machine recorded it; a log pulled from
+    elsewhere cannot make a resume write anywhere else."""
+    home = Path(session.home or ".")
+    if not source.path:
+        return safe_target(home, source.relpath)
+    path = Path(source.path)
+    if path.is_absolute() and ".." not in path.parts and (
+            any(inside(path, Path(root)) for root in (session.home, session.cwd) if root)
+            or session.host == socket.gethostname()):
+        return path
+    raise NativeStateError(f"refusing to restore {source.path!r} from the log: it is outside "
+                           f"the harness home {home}", hint="pull the session with --cwd, or "
+                           "rebuild it with `dh log rebuild --to DIR`")
+
+
 def restore_files(world, session: Session, prepared: Prepared) -> None:
     """Rewrite from the log every JSONL source whose file is not the logged bytes exactly."""
     for source in world.sources(session.id):
         if source.kind == "opencode":
             continue
-        path = Path(source.path) if source.path else safe_target(Path(session.home), source.relpath)
+        path = restore_target(session, source)
         if source.kind == "jsonl" and _mirrored_exactly(source, path):
             continue
         logged = source_bytes(world, source)
@@ -122,7 +141,10 @@ def _apply_repair(world, wrapper, session, main, call, text, records) -> bool:
         from ..mirror.opencode_db import set_tool_error
 
         return set_tool_error(Path(main.path), session.harness_session_id, call.id, text)
-    lines = wrapper.repair_lines(records, call, text)
+    try:
+        lines = wrapper.repair_lines(records, call, text)
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError):
+        lines = []  # damaged records around the call: reported as a skipped repair
     if lines:
         _append(Path(main.path), lines)
     return bool(lines)

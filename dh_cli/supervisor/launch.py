@@ -60,7 +60,19 @@ def without_redacted(args: list[str]) -> tuple[list[str], list[str]]:
     return out, dropped
 
 
+PATIENCE = 600.0  # how long dh run/resume waits for a log that other dh processes keep busy
+
+
+def _patient(world, opts: RunOptions) -> None:
+    """Many dh processes on one log queue for its write lock; a supervising dh waits its
+    turn rather than fail (the harness it runs must not be lost for a busy log)."""
+    if hasattr(world, "be_patient"):
+        world.be_patient(PATIENCE, lambda: opts.notice(
+            "dh: the log is busy (other dh processes are writing to it); waiting"))
+
+
 def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
+    _patient(world, opts)
     wrapper = get_wrapper(harness)
     opts.binary = find_binary(wrapper, opts.env)
     home = wrapper.home(opts.env)
@@ -101,6 +113,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
                    move_to: str | None = None, rehome: bool = False) -> int:
     """move_to: resume in that checkout instead; rehome: the session was just pulled
     from another machine (see resume/relocate.py)."""
+    _patient(world, opts)
     wrapper = get_wrapper(session.harness)
     opts.binary = find_binary(wrapper, opts.env)
     original, dropped = without_redacted(json.loads(session.argv or "[]"))

@@ -21,6 +21,7 @@ POLL = 1.0  # fallback when no file event arrives
 POLL_WATCHED = 5.0  # the same when inotify wakes the mirror on every change
 RELOCATE = 2.0  # how often to look for new native files of the session
 RETRY = 1.0  # how often to try again while the log cannot be written (disk full, I/O error)
+RETRY_FOR = 600.0  # how long one write may wait for a log other dh processes keep busy
 
 
 class LiveMirror:
@@ -83,7 +84,9 @@ class LiveMirror:
                     self.wake.clear()
                 first = False
                 try:
-                    world = world or LocalWorld(self.world_path)
+                    if world is None:
+                        world = LocalWorld(self.world_path)
+                        world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
                     if mirror is None:
                         mirror = self._mirror(world)
                     elif time.monotonic() - located > RELOCATE:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
+import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import fields
@@ -109,9 +111,38 @@ class LocalWorld:
     def close(self) -> None:
         self.conn.close()
 
+    def be_patient(self, seconds: float, on_wait=None) -> None:
+        """For a supervising dh: wait up to `seconds` for the write lock instead of failing
+        after DH_DB_TIMEOUT, and ask for it often (every few ms, like the processes holding it
+        do) rather than SQLite's 100 ms polls, which many busy writers can starve for good.
+        on_wait() is called once when a write has waited longer than DH_DB_TIMEOUT."""
+        self.patience, self.on_wait = seconds, on_wait
+        self.conn.execute("PRAGMA busy_timeout = 20")
+
+    patience = 0.0
+    on_wait = None
+
+    def _begin(self) -> None:
+        if not self.patience:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        started, told = time.monotonic(), False
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - started
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or waited > self.patience:
+                    raise
+                if not told and self.on_wait and waited > _busy_timeout():
+                    told = True
+                    self.on_wait()
+            time.sleep(random.random() * 0.004)
+
     @contextmanager
     def _write(self):
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             yield self.conn
             self.conn.execute("COMMIT")
