@@ -165,3 +165,24 @@ def test_interactive_run_is_resumed_in_the_same_terminal(rig, harness, args):
     assert child.exitstatus == 0
     assert len([e for e in events(rig) if e.type == "launch"]) == 2
     assert rig.server.rebilled() == 0
+
+
+def _left(marker: str) -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
+def test_no_process_left_after_a_normal_end_or_fatal(rig):
+    """A tool that leaves a background process behind: gone once dh run ends, whether the
+    run finished normally or ended FATAL after a crash loop."""
+    rig.server.set_script({"replies": [{"text": "Detach.", "shell": "(sleep 61 >/dev/null 2>&1 &) ; echo started"},
+                                       {"text": "All done."}]})
+    assert rig.run("pi").returncode == 0
+    assert not _left("sleep 61")
+    detach = {"text": "Detach.", "shell": "(sleep 61 >/dev/null 2>&1 &) ; sleep 5"}
+    rig.server.set_script({"replies": [detach, detach, detach, {"text": "All done."}]})
+    env = dict(rig.env, DH_FAKE_CRASH="during-tool=1")  # each attempt dies in its first tool
+    proc = subprocess.run([sys.executable, "-m", "dh_cli", "run", "pi", "--max-restarts", "1", "--",
+                           *HEADLESS_ARGS["pi"]("again")], cwd=rig.proj, env=env, capture_output=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert b"giving up" in proc.stderr
+    assert not _left("sleep 61")
