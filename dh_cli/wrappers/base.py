@@ -108,7 +108,7 @@ def load_json(raw: bytes) -> tuple[object | None, list[str]]:
     flags = []
     if b"\x00" in raw:
         flags.append("nul")
-    if too_deep(raw):
+    if len(raw) > MAX_DEPTH and too_deep(raw):  # a shorter line cannot nest that deep
         return None, flags + ["too_deep"]
     try:
         return _fast_loads(raw), flags  # strict: rejects invalid UTF-8 as well as bad JSON
@@ -268,10 +268,26 @@ def _int64(value) -> int | None:
     return value if value is None or -(1 << 63) <= value < (1 << 63) else None
 
 
+_TEXT = (str, type(None))
+
+
 def checked(parsed: Parsed) -> Parsed:
     """The parsed record with every field of the type the log stores: ids and names as
     text, token counts as 64-bit integers. Anything else (from a damaged or foreign line)
     is dropped and the record flagged `bad_field`."""
+    if (type(parsed.native_id) in _TEXT and type(parsed.parent_id) in _TEXT
+            and type(parsed.role) in _TEXT and type(parsed.model) in _TEXT
+            and type(parsed.msg_id) in _TEXT and type(parsed.stop_reason) in _TEXT
+            and type(parsed.text) is str and type(parsed.ts) in _TIME
+            and not parsed.tool_calls and not parsed.tool_results and parsed.usage is None):
+        return parsed  # the common case, cheaply
+    return _checked(parsed)
+
+
+_TIME = (str, int, type(None))
+
+
+def _checked(parsed: Parsed) -> Parsed:
     bad = False
     for name in _STR_FIELDS:
         value = getattr(parsed, name)
