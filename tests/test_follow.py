@@ -84,11 +84,11 @@ def test_the_generator_follows_a_writer_in_another_thread(live):
         assert _wait(lambda: any(u["kind"] == "result" for u in seen))
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(30)
     assert not thread.is_alive()
 
 
-def _wait(condition, timeout: float = 10.0) -> bool:
+def _wait(condition, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
