@@ -13,6 +13,7 @@ masked: psycopg's own messages can quote the connection string."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -25,6 +26,10 @@ import psycopg
 from psycopg.adapt import PyFormat
 
 from ..errors import AmbiguousSession, ConfigError, SessionLocked, SessionNotFound, WorldError
+
+# psycopg logs "error ignored terminating <Copy>" when a server dies mid-COPY; with no handler
+# Python would print it to stderr beside dh's own one-line error, which already says it all.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 from ..models import Event, Record, Session, Source
 from ..util import redact_url
 from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
