@@ -159,11 +159,9 @@ class Wrapper:
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         """A session by the harness's own id or by path."""
-        path = Path(ref)
+        target = Path(ref).resolve() if Path(ref).exists() else None  # resolved once, not per source
         for session in self.discover(home):
-            if session.harness_session_id == ref:
-                return session
-            if any(s.path == path.resolve() for s in session.sources) if path.exists() else False:
+            if session.harness_session_id == ref or any(s.path == target for s in session.sources):
                 return session
         return None
 
