@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import LogDbError
 from ..mirror.session import SessionMirror
 from ..util import now_iso
+from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld, db_error
 
 POLL = 1.0  # fallback when no file event arrives
@@ -40,8 +41,10 @@ class LiveMirror:
         self.poll = POLL
         self._stop_r, self._stop_w = os.pipe()
         self.thread = threading.Thread(target=self._run, name="dh-mirror", daemon=True)
+        self.checkpointer = Checkpointer(world_path)
 
     def start(self) -> "LiveMirror":
+        self.checkpointer.start()
         self.thread.start()
         self.watcher = None
         if self.watch_dir is not None:
@@ -87,6 +90,7 @@ class LiveMirror:
                     if world is None:
                         world = LocalWorld(self.world_path)
                         world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
+                        world.checkpoint_elsewhere(self.checkpointer)
                     if mirror is None:
                         mirror = self._mirror(world)
                     elif time.monotonic() - located > RELOCATE:
@@ -152,6 +156,7 @@ class LiveMirror:
         self.wake.set()
         os.write(self._stop_w, b"x")
         self.thread.join(timeout=10)
+        self.checkpointer.stop()
         if self.watcher is not None:
             self.watcher.join(timeout=5)
         os.close(self._stop_w)
