@@ -30,7 +30,10 @@ def error_line(message: str, hint: str | None = None) -> None:
 
 
 def note(message: str) -> None:
-    err.print(message, markup=False, highlight=False)
+    # Plain text either way (no markup, no highlighting, no wrapping), so skip Rich's
+    # rendering: its first use costs ~8 ms, paid between a crash and the relaunch.
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def table(title: str | None, columns: list[str], rows: list[list]) -> None:
