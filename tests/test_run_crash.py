@@ -35,8 +35,10 @@ MATRIX = [(h, c) for h, crashes in CRASHES.items() for c in crashes]
 
 
 @pytest.fixture
-def rig(tmp_path):
-    server = FakeModelServer(KILL_SCRIPT).start()
+def rig(tmp_path, request):
+    # only a kill during a model call needs reply #1 to stall; elsewhere the stall is 5 s idle
+    crash = getattr(request.node, "callspec", None) and request.node.callspec.params.get("crash", "")
+    server = FakeModelServer(KILL_SCRIPT if (crash or "").startswith("during-model") else SCRIPT).start()
     yield Rig(tmp_path, server)
     server.stop()
 
