@@ -54,6 +54,37 @@ def _name(proc: psutil.Process) -> str:
         return "?"
 
 
+# Linux lists a process's children per thread in /proc (kernels with CONFIG_PROC_CHILDREN)
+_PROC_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of pid: a few small reads in /proc where the kernel offers them.
+    psutil's way reads the status of every process on the machine, which, every two seconds,
+    was most of an idle supervisor's CPU."""
+    if not _PROC_CHILDREN:
+        return _psutil_children(pid)
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # the harness is gone
+    pids = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                pids += [int(p) for p in handle.read().split()]
+        except OSError:
+            continue  # a thread that just ended
+    return pids
+
+
+def _psutil_children(pid: int) -> list[int]:
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.Error:
+        return []
+
+
 def _pgid(pid: int) -> int:
     try:
         return os.getpgid(pid)
@@ -84,12 +115,11 @@ class ToolTracker:
 
     def snapshot(self) -> None:
         """Remember the harness's direct children (its tool commands), whatever their group."""
-        try:
-            children = psutil.Process(self.harness_pid).children()
-        except psutil.Error:
-            return
-        for child in children:
-            self._remember(child)
+        for pid in child_pids(self.harness_pid):
+            try:
+                self._remember(psutil.Process(pid))
+            except psutil.Error:
+                continue
 
     def _adopted(self) -> list[int]:
         """Processes re-parented to dh (dh is a subreaper), alive or already dead: every
