@@ -64,6 +64,18 @@ def events(rig) -> list:
     return rig.world().events(session_of(rig)["id"])
 
 
+def logged_tool_results(rig) -> int:
+    try:
+        world = rig.world()
+    except Exception:  # noqa: BLE001 - the log may not exist yet
+        return 0
+    try:
+        sessions = world.list_sessions()
+        return sum(r.kind == "tool_result" for s in sessions for r in world.records(s["id"]))
+    finally:
+        world.close()
+
+
 def launched_pid(rig, timeout: float = 60) -> int:
     """The harness's pid (it leads its own process group) from dh's `launched` event."""
     deadline = time.monotonic() + timeout
@@ -424,6 +436,11 @@ def test_interactive_kill_is_resumed_in_the_same_terminal(real_rig, harness):
         child.expect_exact(ready)
         type_line("Create the files.")
         drain_until(served(1))  # reply #1 stalls: the turn is mid-way
+        # A TUI may persist rows after sending the next request: once, under load, Claude
+        # Code's tool_use and tool_result rows were still unwritten when it was killed, so the
+        # resumed harness asked for reply #0 again and re-ran the command. That loss is inside
+        # the harness, before dh can log anything; kill once the tool result is in the log.
+        drain_until(lambda: logged_tool_results(rig) >= 1)
         os.killpg(launched_pid(rig), signal.SIGKILL)
         child.expect_exact("resuming session")
         child.expect_exact(ready)  # the resumed harness, in the same terminal
