@@ -32,14 +32,19 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write to a temporary name in the same folder, fsync, rename: never a half file.
     Folders it has to create are private (0700), and a temporary file left behind by a
     writer that was killed is removed first."""
+    atomic_write_parts(path, [[data]], mode)
+
+
+def atomic_write_parts(path: Path, batches, mode: int = 0o600) -> int:
+    """atomic_write for data given as batches of byte strings (each at most IOV_MAX long),
+    written with writev as they come: a 100 MB file is never one 100 MB string. Returns the
+    number of bytes written."""
     private_dirs(path.parent)
     _remove_stale_tmp(path)
     tmp = path.with_name(f".{path.name}.dh-tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        size = sum(_write_all(fd, batch) for batch in batches)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -47,6 +52,17 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
+    return size
+
+
+def _write_all(fd: int, parts: list[bytes]) -> int:
+    total = sum(len(p) for p in parts)
+    written = os.writev(fd, parts) if parts else 0
+    if written < total:  # a short write (a signal, a full pipe): finish it part by part
+        rest = memoryview(b"".join(parts))[written:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
+    return total
 
 
 def private_dirs(folder: Path) -> None:

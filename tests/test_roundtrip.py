@@ -8,6 +8,7 @@ import pytest
 from dh_cli import wrappers
 from dh_cli.mirror.importer import import_sessions
 from dh_cli.resume.opencode_export import build_export
+from dh_cli.errors import RebuildConflict
 from dh_cli.resume.rebuild import rebuild_session
 from dh_cli.worlds.local import LocalWorld
 
@@ -65,3 +66,33 @@ def test_rebuild_refuses_to_overwrite_a_different_file(tmp_path, run_dh):
     assert "exists and differs from the log" in str(result.exception)
     assert run_dh("log", "rebuild", session["id"], "--force").exit_code == 0
     assert target.read_bytes() == original
+
+
+def test_a_long_session_rebuilds_in_batches_byte_exact(tmp_path):
+    """Thousands of lines, long ones stored deflated: the batched rebuild (lines inflated on
+    helper threads, written with writev) gives the file back; a second rebuild finds it
+    unchanged; one changed byte deep inside is a conflict, and --force puts it right."""
+    from dh_cli.worlds import local
+
+    from .fakes.transcripts import write_claude_transcript
+
+    home = tmp_path / "claude"
+    native = home / "projects" / "-p" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
+    lines = write_claude_transcript(native, 6 << 20)
+    assert lines > 3 * local.READ_ROWS  # several batches, so the threaded path runs
+    world = LocalWorld()
+    session = world.get_session(import_sessions(world, wrappers.get("claude"), home, all_=True)
+                                .sessions[0]["id"])
+    codecs = dict(world.conn.execute("SELECT codec, COUNT(*) FROM records GROUP BY codec").fetchall())
+    assert codecs.get(1) and codecs.get(0)  # both stored forms are in the stream
+    (written,) = rebuild_session(world, session, tmp_path / "out")
+    assert written.status == "written" and written.path.read_bytes() == native.read_bytes()
+    assert written.bytes == native.stat().st_size
+    assert rebuild_session(world, session, tmp_path / "out")[0].status == "unchanged"
+    data = bytearray(native.read_bytes())
+    data[len(data) // 2] ^= 1
+    written.path.write_bytes(bytes(data))
+    with pytest.raises(RebuildConflict):
+        rebuild_session(world, session, tmp_path / "out")
+    assert rebuild_session(world, session, tmp_path / "out", force=True)[0].status == "replaced"
+    assert written.path.read_bytes() == native.read_bytes()

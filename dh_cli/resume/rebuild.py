@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import NativeStateError, RebuildConflict
 from ..models import Session, Source
-from ..util import atomic_write
+from ..util import atomic_write_parts
 from .opencode_export import build_export
 
 
@@ -50,23 +50,37 @@ def source_bytes(world, source: Source) -> bytes:
 
 
 def write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:
+    return write_parts(target, lambda: iter([[data]]), force)
+
+
+def write_parts(target: Path, batches, force: bool) -> RebuiltFile:
+    """Write the bytes that `batches()` yields (lists of byte strings) to target, unless it
+    already holds exactly them; a different file only with `force`."""
     try:
-        return _write_file(target, data, force)
+        return _write_parts(target, batches, force)
     except OSError as exc:
         raise NativeStateError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
-def _write_file(target: Path, data: bytes, force: bool) -> RebuiltFile:
+def _write_parts(target: Path, batches, force: bool) -> RebuiltFile:
     status = "written"
     if target.exists():
-        if target.is_file() and target.read_bytes() == data:
-            return RebuiltFile(target, len(data), "unchanged")
+        if target.is_file() and _holds(target, batches()):
+            return RebuiltFile(target, target.stat().st_size, "unchanged")
         if not force:
             raise RebuildConflict(f"{target} exists and differs from the log",
                                   hint="pass --force to replace it, or --to DIR")
         status = "replaced"
-    atomic_write(target, data)
-    return RebuiltFile(target, len(data), status)
+    return RebuiltFile(target, atomic_write_parts(target, batches()), status)
+
+
+def _holds(path: Path, batches) -> bool:
+    with open(path, "rb") as handle:
+        for batch in batches:
+            data = b"".join(batch)
+            if handle.read(len(data)) != data:
+                return False
+        return handle.read(1) == b""
 
 
 def export_path(root: Path, session: Session) -> Path:
@@ -86,7 +100,8 @@ def rebuild_session(world, session: Session, to_dir: Path | None = None,
             out.append(write_file(target, data, force))
             continue
         root = Path(to_dir) if to_dir else Path(session.home)
-        data = source_bytes(world, source)
-        if data:
-            out.append(write_file(safe_target(root, source.relpath), data, force))
+        latest = world.latest_generation(source.id)
+        if latest is not None:
+            out.append(write_parts(safe_target(root, source.relpath),
+                                   lambda: world.raw_batches(source.id, latest), force))
     return out
