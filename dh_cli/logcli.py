@@ -14,7 +14,7 @@ from .logview import build_view
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
 from .util import atomic_write
-from .worlds.migrations import migrations
+from .worlds import migrations
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
 
@@ -142,8 +142,7 @@ def log_status(json_: JsonOpt = False) -> None:
       $ dh log status
     """
     world = LocalWorld()
-    applied = [m.name for m in migrations.applied(world.db)]
-    pending = [m.name for m in migrations.pending(world.db)]
+    applied, pending = migrations.applied(world.conn), migrations.pending(world.conn)
     data = {"path": str(world.path), "applied": applied, "pending": pending,
             "sessions": len(world.list_sessions())}
     if json_:

@@ -10,7 +10,7 @@ import pytest
 from sqlite_utils import Database
 
 from dh_cli.worlds.local import LocalWorld
-from dh_cli.worlds.migrations import migrations
+from dh_cli.worlds import migrations
 
 
 def dh(*args, env=None):
@@ -27,7 +27,7 @@ def test_db_is_created_private_with_wal(dh_home):
 
 def test_blank_schema_has_the_expected_tables():
     db = Database(memory=True)
-    migrations.apply(db)
+    migrations.migration_set().apply(db)
     assert {"sessions", "sources", "records", "events"} <= set(db.table_names())
     assert "raw" in db["records"].columns_dict
     assert any(i.unique and i.columns == ["source_id", "generation", "offset"] for i in db["records"].indexes)
@@ -36,13 +36,13 @@ def test_blank_schema_has_the_expected_tables():
 def test_opening_an_older_schema_migrates_it_and_keeps_rows(dh_home):
     dh_home.mkdir(parents=True)
     db = Database(dh_home / "dh.db")
-    migrations.apply(db, stop_before="m003_records")
+    migrations.migration_set().apply(db, stop_before="m003_records")
     db["sessions"].insert({"id": "old1", "harness": "pi", "state": "imported",
                            "created_at": "2026-01-01", "updated_at": "2026-01-01"})
     db.conn.close()
     world = LocalWorld()
     assert world.get_session("old1").harness == "pi"
-    assert not migrations.pending(world.db)
+    assert not migrations.pending(world.conn)
 
 
 def test_corrupt_db_is_one_error_line(dh_home):

@@ -19,13 +19,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Iterator
 
-from sqlite_utils import Database
-
 from .. import paths
 from ..errors import ConfigError, LogDbError, SessionNotFound, AmbiguousSession
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
-from .migrations import migrations
+from . import migrations
 
 RECORD_COLUMNS = [f.name for f in fields(Record)]
 SOURCE_COLUMNS = [f.name for f in fields(Source)]
@@ -109,14 +107,24 @@ class LocalWorld:
         if os.access(self.path, os.W_OK):
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.db = Database(self.conn)
         self._check_not_newer()
-        if migrate and migrations.pending(self.db):
-            migrations.apply(self.db)
+        if migrate and migrations.pending(self.conn):
+            migrations.migration_set().apply(self.db)
+
+    @property
+    def db(self):
+        """sqlite_utils' view of the connection, for migrations (imported on first use)."""
+        if self._db is None:
+            from sqlite_utils import Database
+
+            self._db = Database(self.conn)
+        return self._db
+
+    _db = None
 
     def _check_not_newer(self) -> None:
-        known = {m.name for m in migrations._migrations}
-        unknown = [m.name for m in migrations.applied(self.db) if m.name not in known]
+        known = set(migrations.names())
+        unknown = [name for name in migrations.applied(self.conn) if name not in known]
         if unknown:
             raise LogDbError(f"{self.path} was written by a newer dh (schema {unknown[-1]})",
                              hint="upgrade dh, or point DH_HOME at another folder")
@@ -178,19 +186,24 @@ class LocalWorld:
                     pass
             raise
 
+    def _insert(self, table: str, values: dict, conflict: str = "") -> None:
+        with self._write() as conn:
+            conn.execute(f"INSERT {conflict} INTO {table} ({', '.join(map(_column, values))})"
+                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
+
     # sessions -----------------------------------------------------------------------------
     def create_session(self, harness: str, **values) -> Session:
         now = now_iso()
         session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
                           created_at=now, updated_at=now, **values)
-        with self._write():
-            self.db["sessions"].insert(session.to_dict())
+        self._insert("sessions", session.to_dict())
         return session
 
     def update_session(self, session_id: str, **values) -> None:
         values["updated_at"] = now_iso()
-        with self._write():
-            self.db["sessions"].update(session_id, values)
+        with self._write() as conn:
+            conn.execute(f"UPDATE sessions SET {', '.join(f'{_column(k)} = ?' for k in values)}"
+                         " WHERE id = ?", [*values.values(), session_id])
 
     def get_session(self, session_id: str) -> Session:
         row = self.conn.execute(
@@ -246,8 +259,7 @@ class LocalWorld:
             return existing
         values = {"session_id": session_id, "kind": kind, "relpath": relpath, "path": path,
                   "updated_at": now_iso()}
-        with self._write():
-            self.db["sources"].insert(values, ignore=True)
+        self._insert("sources", values, "OR IGNORE")
         return self.get_source(session_id, relpath)
 
     def get_source(self, session_id: str, relpath: str) -> Source | None:
@@ -530,6 +542,13 @@ def encode_rows(rows: list[tuple]) -> list[tuple]:
         raw, codec = encode_raw(row[3])
         out.append(row[:3] + (raw, codec or 0) + row[5:])
     return out
+
+
+def _column(name: str) -> str:
+    """A column name from dh's own dataclasses, quoted (`offset` is an SQL keyword)."""
+    if not name.isidentifier():
+        raise ValueError(f"not a column name: {name!r}")
+    return f'"{name}"'
 
 
 def _like_prefix(ref: str) -> str:

@@ -1,12 +1,27 @@
 """The local log's schema, as named migrations. Shipped migrations are never edited: a change
 is a new function appended at the end with the next number."""
 
-from sqlite_utils import Database, Migrations
+from __future__ import annotations
 
-migrations = Migrations("dh")
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database, Migrations
+
+# Importing sqlite_utils takes longer than the rest of dh's start-up, and a log that is up to
+# date needs none of it: the applied names are read with plain SQL, and sqlite_utils'
+# `Migrations` is built only when one is pending.
+MIGRATIONS: list = []
+SET_NAME = "dh"
 
 
-@migrations()
+def migration(fn):
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
 def m001_sessions(db: Database) -> None:
     # One row per logical session under dh, across every relaunch of the harness.
     db["sessions"].create(
@@ -22,7 +37,7 @@ def m001_sessions(db: Database) -> None:
     db["sessions"].create_index(["harness", "harness_session_id"])
 
 
-@migrations()
+@migration
 def m002_sources(db: Database) -> None:
     # A native file (or store) tracked for a session. `offset` is what is committed: every
     # complete record before it is in `records`; bytes after it are re-read next time.
@@ -40,7 +55,7 @@ def m002_sources(db: Database) -> None:
     db["sources"].create_index(["session_id", "relpath"], unique=True)
 
 
-@migrations()
+@migration
 def m003_records(db: Database) -> None:
     # Native records byte-exact in `raw` (deflated when `codec` is 1: large JSON lines shrink
     # 2-3x, which keeps the log smaller than the native files), plus columns extracted for
@@ -60,7 +75,7 @@ def m003_records(db: Database) -> None:
     db["records"].create_index(["source_id", "generation", "offset"], unique=True)
 
 
-@migrations()
+@migration
 def m004_events(db: Database) -> None:
     # dh's own journal: an intent before each action, an outcome after.
     db["events"].create(
@@ -73,10 +88,38 @@ def m004_events(db: Database) -> None:
     )
 
 
-@migrations()
+@migration
 def m005_records_kind_index(db: Database) -> None:
     # `raw` comes before the extracted columns, so for a long line SQLite walks its overflow
     # pages to reach `kind`: counting a session's tool results or finding its last prompt read
     # the whole session (66 ms for 100 MB, paid on every relaunch). This index answers both.
     db["records"].create_index(["source_id", "generation", "kind", "offset"],
                                index_name="records_by_kind")
+
+
+def names() -> list[str]:
+    return [fn.__name__ for fn in MIGRATIONS]
+
+
+def migration_set() -> Migrations:
+    """The migrations as sqlite_utils' `Migrations`, which applies them."""
+    from sqlite_utils import Migrations
+
+    built = Migrations(SET_NAME)
+    for fn in MIGRATIONS:
+        built()(fn)
+    return built
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations this database has, in the order they were applied."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                        " AND name = '_sqlite_migrations'").fetchone():
+        return []
+    return [row[0] for row in conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid", [SET_NAME])]
+
+
+def pending(conn: sqlite3.Connection) -> list[str]:
+    done = set(applied(conn))
+    return [name for name in names() if name not in done]
