@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from . import output
-from .config import load
 
 app = typer.Typer(help="""Show dh's settings and where each comes from (defaults, config file, environment).
 
@@ -26,6 +25,8 @@ def config_show(
       $ dh config show
       $ DH_MAX_RESTARTS=2 dh config show --json
     """
+    from .config import load  # pydantic: imported by the commands that need it
+
     effective = load()
     data = effective.to_dict()
     if json_:

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from . import output
-from .config import load as load_config
 from .errors import NativeStateError, UsageError
 from .resume.replay import parse_overrides
 from .supervisor.launch import default_env, resume_session, start_run
@@ -28,6 +27,8 @@ def _options(stall, restarts, grace, replay, supervise=True) -> RunOptions:
     defaults (None means "not given"); see dh_cli/config.py."""
     flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
     flags.update({f"replay.{tool}": cls for tool, cls in parse_overrides(replay or []).items()})
+    from .config import load as load_config  # pydantic: imported by the commands that need it
+
     s = load_config(flags).settings
     policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
                           backoff_cap=s.restart.backoff_cap)
