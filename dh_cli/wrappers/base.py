@@ -277,9 +277,27 @@ def checked(parsed: Parsed) -> Parsed:
             and type(parsed.role) in _TEXT and type(parsed.model) in _TEXT
             and type(parsed.msg_id) in _TEXT and type(parsed.stop_reason) in _TEXT
             and type(parsed.text) is str and type(parsed.ts) in _TIME
-            and not parsed.tool_calls and not parsed.tool_results and parsed.usage is None):
-        return parsed  # the common case, cheaply
+            and _plain_calls(parsed) and _plain_usage(parsed.usage)):
+        return parsed  # the common case, cheaply: _checked would change nothing
     return _checked(parsed)
+
+
+def _plain_calls(parsed: Parsed) -> bool:
+    return (all(type(c.id) is str and type(c.name) is str for c in parsed.tool_calls)
+            and all(type(r.call_id) is str and type(r.text) is str for r in parsed.tool_results))
+
+
+def _plain_usage(usage) -> bool:
+    """Usage that _checked keeps as it is: exactly the four counts, each a 64-bit integer."""
+    if usage is None:
+        return True
+    if type(usage) is not dict or len(usage) != len(_USAGE_KEYS):
+        return False
+    for key in _USAGE_KEYS:
+        value = usage.get(key)
+        if type(value) is not int or not -(1 << 63) <= value < (1 << 63):
+            return False
+    return True
 
 
 _TIME = (str, int, type(None))
