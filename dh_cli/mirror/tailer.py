@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,32 +176,34 @@ class Tailer:
 
 
 class _Encoder:
-    """Deflates batch N on a helper thread (zlib releases the GIL) while this thread parses
-    batch N+1; batches are committed here, strictly in order, each with its own offset.
-    The thread is started only once a read yields a second batch: a live sync (one small
-    batch, many times a second) encodes in place instead of starting a thread each time."""
+    """Deflates and commits batch N on a helper thread (zlib and SQLite let go of the GIL)
+    while this thread parses batch N+1; one batch at a time, so batches are committed
+    strictly in order, each with its own offset. The thread is started only once a read
+    yields a second batch: a live sync (one small batch, many times a second) commits in
+    place instead of starting a thread each time. While a batch is on the helper thread,
+    this one does not touch the database (parsing needs none of it)."""
 
     def __init__(self, tailer: Tailer, fd: int):
         self.tailer, self.fd, self.added = tailer, fd, 0
         self.offset = tailer.source.offset
-        self.waiting: tuple | None = None
+        self.waiting: Future | tuple | None = None
         self.pool: ThreadPoolExecutor | None = None
+
+    def _commit(self, batch: list, pos: int, pending: int, events: list) -> int:
+        return self.tailer._commit(self.fd, encode_rows(batch), pos, pending, events)
 
     def _flush(self) -> None:
         if self.waiting is not None:
-            work, pos, pending, events = self.waiting
-            self.waiting = None
-            rows = work.result() if self.pool is not None and not isinstance(work, list) \
-                else encode_rows(work)
-            self.added += self.tailer._commit(self.fd, rows, pos, pending, events)
+            work, self.waiting = self.waiting, None
+            self.added += work.result() if isinstance(work, Future) else self._commit(*work)
 
     def submit(self, batch: list, pos: int, pending: int, events: list) -> None:
         if self.waiting is not None and self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-deflate")
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-commit")
         self._flush()
         self.offset = pos
-        work = self.pool.submit(encode_rows, batch) if self.pool is not None else batch
-        self.waiting = (work, pos, pending, events)
+        work = (batch, pos, pending, events)
+        self.waiting = self.pool.submit(self._commit, *work) if self.pool is not None else work
 
     def __enter__(self) -> "_Encoder":
         return self
