@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dh_cli.resume.rebuild import source_bytes  # noqa: E402
-from dh_cli.worlds.local import LocalWorld  # noqa: E402
+from dh_cli.worlds.local import LocalWorld, decode_raw  # noqa: E402
 
 WRITER = ROOT / "tests" / "fakes" / "pi_writer.py"
 
@@ -105,8 +104,7 @@ class LagPoller:
         now = time.time()
         for row_id, raw, codec in rows:
             self.last_id = row_id
-            if codec == 1:
-                raw = zlib.decompress(raw, -12)
+            raw = decode_raw(raw, codec)
             if b'"customType":"load"' not in raw:
                 continue
             self.lags.append(now - json.loads(raw)["data"]["t"])

@@ -2,6 +2,7 @@
 byte-for-byte (OpenCode: the export JSON equals what `opencode export` printed)."""
 
 import json
+import zlib
 
 import pytest
 
@@ -69,9 +70,10 @@ def test_rebuild_refuses_to_overwrite_a_different_file(tmp_path, run_dh):
 
 
 def test_a_long_session_rebuilds_in_batches_byte_exact(tmp_path):
-    """Thousands of lines, long ones stored deflated: the batched rebuild (lines inflated on
-    helper threads, written with writev) gives the file back; a second rebuild finds it
-    unchanged; one changed byte deep inside is a conflict, and --force puts it right."""
+    """Thousands of lines, long ones stored compressed (LZ4, and some deflated as older logs
+    hold them): the batched rebuild (lines decompressed on helper threads, written with
+    writev) gives the file back; a second rebuild finds it unchanged; one changed byte deep
+    inside is a conflict, and --force puts it right."""
     from dh_cli.worlds import local
 
     from .fakes.transcripts import write_claude_transcript
@@ -84,7 +86,14 @@ def test_a_long_session_rebuilds_in_batches_byte_exact(tmp_path):
     session = world.get_session(import_sessions(world, wrappers.get("claude"), home, all_=True)
                                 .sessions[0]["id"])
     codecs = dict(world.conn.execute("SELECT codec, COUNT(*) FROM records GROUP BY codec").fetchall())
-    assert codecs.get(1) and codecs.get(0)  # both stored forms are in the stream
+    assert codecs.get(local.LZ4) and codecs.get(0)  # both stored forms are in the stream
+    # every third compressed line as a log written before m006 holds it: raw deflate
+    old = world.conn.execute("SELECT id, raw FROM records WHERE codec = ? AND id % 3 = 0",
+                             [local.LZ4]).fetchall()
+    world.conn.executemany("UPDATE records SET raw = ?, codec = ? WHERE id = ?", [
+        (zlib.compress(local.decode_raw(raw, local.LZ4), 1, -12), local.DEFLATE, row_id)
+        for row_id, raw in old])
+    assert old
     (written,) = rebuild_session(world, session, tmp_path / "out")
     assert written.status == "written" and written.path.read_bytes() == native.read_bytes()
     assert written.bytes == native.stat().st_size

@@ -9,6 +9,7 @@ import pytest
 from dh_cli.errors import SessionLocked, SessionNotFound
 from dh_cli.models import Event, Record, Session, Source
 from dh_cli.worlds.base import Mark
+from dh_cli.worlds.local import LZ4
 
 from .pg import pg_url  # noqa: F401  (fixture)
 
@@ -109,7 +110,7 @@ def test_stored_rows_travel_as_stored(world):
     world.append_records(src, records([(0, 0), (0, 10)], big_every=2))
     (rows,) = list(world.read_rows(src, as_source_id=777))
     assert [r[0] for r in rows] == [777, 777]
-    assert rows[0][4] == 1 and len(rows[0][3]) < 4000  # deflated on disk, passed on deflated
+    assert rows[0][4] == LZ4 and len(rows[0][3]) < 4000  # compressed on disk, passed on compressed
     assert rows[1][4] is None and rows[1][3].startswith(b'{"n":1')
     assert [r[2] for r in next(world.read_rows(src, upto=(0, 0)))] == [0]
     assert list(world.read_rows(src, after=(0, 10))) == []

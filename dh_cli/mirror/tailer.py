@@ -176,7 +176,7 @@ class Tailer:
 
 
 class _Encoder:
-    """Deflates and commits batch N on a helper thread (zlib and SQLite let go of the GIL)
+    """Compresses and commits batch N on a helper thread (LZ4 and SQLite let go of the GIL)
     while this thread parses batch N+1; one batch at a time, so batches are committed
     strictly in order, each with its own offset. The thread is started only once a read
     yields a second batch: a live sync (one small batch, many times a second) commits in

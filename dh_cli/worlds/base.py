@@ -5,7 +5,7 @@ Rows are addressed by natural keys, never by a world's own ids (a source's integ
 from world to world): a session by its id, a source by (session id, relpath), a record by
 (session id, relpath, generation, offset), an event by (session id, seq). Every append is
 idempotent on those keys. Records travel as *stored rows*: tuples in `RECORD_COLUMNS` order
-whose `raw` is as stored (deflated when codec is 1), so copying never re-encodes."""
+whose `raw` is as stored (compressed when codec is set), so copying never re-encodes."""
 
 from __future__ import annotations
 

@@ -97,6 +97,18 @@ def m005_records_kind_index(db: Database) -> None:
                                index_name="records_by_kind")
 
 
+
+@migration
+def m006_codecs(db: Database) -> None:
+    # Long lines are stored LZ4-compressed from here on (codec 2; see worlds/local.py). The
+    # table names each codec a record may carry, and a dh older than this migration refuses
+    # the log ("written by a newer dh") instead of handing back compressed bytes as native.
+    db["codecs"].insert_all([
+        {"id": 0, "name": "stored as written"},
+        {"id": 1, "name": "raw deflate, 4 KiB window"},
+        {"id": 2, "name": "LZ4 block, uncompressed size first"},
+    ], pk="id")
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

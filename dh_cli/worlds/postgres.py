@@ -2,7 +2,7 @@
 every machine of a team. dh creates and migrates the schema itself (named migrations recorded
 in `dh.migrations`; a shipped one is never edited, a change is a new entry at the end).
 
-Records keep their raw bytes exactly as the local log stores them (deflated when codec is 1),
+Records keep their raw bytes exactly as the local log stores them (compressed when codec is set),
 so push and pull move bytes without re-encoding. Bulk appends use COPY; a chunk that collides
 with rows already there (a second pusher, a gap being filled) falls back to an insert that
 skips what exists, so every append stays idempotent on the natural keys.
@@ -71,6 +71,12 @@ MIGRATIONS: list[tuple[str, str]] = [
             session_id text NOT NULL REFERENCES dh.sessions (id), seq integer NOT NULL,
             at text NOT NULL, attempt integer, type text NOT NULL, phase text, details text,
             PRIMARY KEY (session_id, seq))"""),
+    # Records may carry codec 2 (LZ4) from here on, as in the local log's m006: a dh older
+    # than this refuses the schema instead of pulling compressed bytes as native ones.
+    ("m005_codecs", """
+        CREATE TABLE dh.codecs (id smallint PRIMARY KEY, name text NOT NULL);
+        INSERT INTO dh.codecs VALUES (0, 'stored as written'), (1, 'raw deflate, 4 KiB window'),
+            (2, 'LZ4 block, uncompressed size first')"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
