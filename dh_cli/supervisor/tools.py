@@ -125,8 +125,12 @@ class ToolTracker:
         """Processes re-parented to dh (dh is a subreaper), alive or already dead: every
         one of them was still running when the harness died."""
         pids = []
-        for child in psutil.Process().children():
-            if child.pid == self.harness_pid:
+        for pid in child_pids(os.getpid()):
+            if pid == self.harness_pid:
+                continue
+            try:
+                child = psutil.Process(pid)
+            except psutil.Error:
                 continue
             info = _describe(child)
             if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):
