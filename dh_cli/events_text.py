@@ -53,6 +53,7 @@ SUMMARIES = {
     "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({d.get('tool')}, replay {d.get('replay')})",
     "repaired": lambda d: f"told the model about {d.get('call_id')}: {d.get('text', '')[:100]}",
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
+    "unlogged_tool": lambda d: f"a command ran with no call in the session: {str(d.get('command', ''))[:80]}",
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
     "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
     "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",

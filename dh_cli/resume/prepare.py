@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import NativeStateError
 from ..mirror.session import SessionMirror
 from ..models import Session
+from ..util import scrub
 from ..wrappers.base import Wrapper
 from .rebuild import inside, safe_target, source_bytes, write_file
 from .replay import repair_text, replay_class
@@ -26,6 +27,7 @@ class Prepared:
     rebuilt: list[str] = field(default_factory=list)
     has_state: bool = False  # False: nothing was written yet, relaunch the original command
     turn_complete: bool = False
+    unlogged: list[dict] = field(default_factory=list)  # settled tools no dangling call explains
 
 
 def _native_matches_log(path: Path, logged: bytes) -> bool:
@@ -134,6 +136,9 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
         world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
                                                  "replay": cls, "text": text}, phase="outcome")
         prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
+    for outcome in map(scrub, queue):  # a command line may hold a token: never in the log
+        world.add_event(session.id, "unlogged_tool", outcome, phase="info")
+        prepared.unlogged.append(outcome)
 
 
 def _apply_repair(world, wrapper, session, main, call, text, records) -> bool:

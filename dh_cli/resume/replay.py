@@ -40,6 +40,26 @@ KILLED_TEXT = ("[dh] This tool call was interrupted: the harness process stopped
                "was still running, and the command was stopped with it{signal}. It may already "
                "have taken effect, or only partly. Check the current state before repeating it.")
 
+UNLOGGED_TEXT = ("[dh] When the harness stopped, this command of its was running, and the session "
+                 "holds no tool call it belongs to (the harness had not yet recorded it): "
+                 "`{command}`. {fate}If it was one of your tool calls, it may already have taken "
+                 "effect. Check the current state before running it again.")
+
+
+def unlogged_text(outcome: dict) -> str:
+    """What the model is told of a tool process dh settled that no dangling call explains:
+    Claude Code, for one, can start a command before it writes the message that asked for it."""
+    if outcome.get("finished"):
+        code = outcome.get("exit_code")
+        fate = "It went on to finish on its own" + (f" (exit code {code}). " if code is not None else ". ")
+    elif outcome.get("ended_by_dh"):
+        fate = "dh ended it while it was still running. "
+    elif outcome.get("killed_by"):
+        fate = f"It was stopped with the harness{_signal_name(outcome['killed_by'])}. "
+    else:
+        fate = ""
+    return UNLOGGED_TEXT.format(command=(outcome.get("command") or "?")[:300], fate=fate)
+
 
 def default_class(tool: str) -> str:
     return "safe" if tool.lower() in SAFE_TOOLS else "never"

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..models import Session
 from ..util import scrub
 from ..resume.prepare import current_turn, prepare_resume
+from ..resume.replay import unlogged_text
 from ..wrappers.base import Wrapper
 from . import states
 from .live import LiveMirror
@@ -229,13 +230,24 @@ class Supervisor:
             self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
                         attempt.number + 1, "outcome")
             return self.opts.args, 0
-        prompt = self.opts.continue_prompt if self.opts.headless else None
+        prompt = self._continue_prompt(prepared.unlogged)
         argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
                                         session.native_path, prompt, self.opts.headless)
         self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
                                     "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls},
                     attempt.number + 1, "outcome")
         return argv, prepared.finished_calls
+
+    def _continue_prompt(self, unlogged: list[dict]) -> str | None:
+        """Headless: the continuation prompt, with a word on each tool command that ran
+        without a call in the session (the model decides what to check). Interactive: there
+        is no prompt to carry it, so the user is told."""
+        notes = [unlogged_text(outcome) for outcome in unlogged]
+        if not self.opts.headless:
+            for note in notes:
+                self.opts.notice(f"dh: {note}")
+            return None
+        return "\n\n".join([self.opts.continue_prompt, *notes])
 
     def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:
         sig = exit_signal(attempt.rc)
