@@ -64,16 +64,24 @@ def events(rig) -> list:
     return rig.world().events(session_of(rig)["id"])
 
 
-def logged_tool_results(rig) -> int:
+def logged(rig, kind: str) -> int:
+    """How many records of this kind the log holds so far."""
     try:
         world = rig.world()
     except Exception:  # noqa: BLE001 - the log may not exist yet
         return 0
     try:
         sessions = world.list_sessions()
-        return sum(r.kind == "tool_result" for s in sessions for r in world.records(s["id"]))
+        return sum(r.kind == kind for s in sessions for r in world.records(s["id"]))
     finally:
         world.close()
+
+
+def wait_until_logged(rig, kind: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while logged(rig, kind) < 1:
+        assert time.monotonic() < deadline, f"no {kind} record reached the log"
+        time.sleep(0.05)
 
 
 def launched_pid(rig, timeout: float = 60) -> int:
@@ -219,6 +227,12 @@ def test_killed_while_a_shell_tool_runs(real_rig, harness):
     rig = real_rig(TOOL_SCRIPT)
     dh = spawn_dh(rig, harness, "--tool-grace", "8")
     wait_for_sleep(dh)
+    if harness == "claude-code":
+        # Claude Code can start the command before it writes the message that asked for it
+        # (seen once in ~10 runs under load); a kill in between leaves no call to repair. dh
+        # then reports the command as unlogged (tests/test_unlogged_tool.py), but this
+        # scripted model would simply ask for it again: kill once the call is on disk.
+        wait_until_logged(rig, "tool_call")
     asked = len(rig.server.main_requests())
     os.killpg(launched_pid(rig), signal.SIGKILL)
     code, err = finish(dh)
@@ -440,7 +454,7 @@ def test_interactive_kill_is_resumed_in_the_same_terminal(real_rig, harness):
         # Code's tool_use and tool_result rows were still unwritten when it was killed, so the
         # resumed harness asked for reply #0 again and re-ran the command. That loss is inside
         # the harness, before dh can log anything; kill once the tool result is in the log.
-        drain_until(lambda: logged_tool_results(rig) >= 1)
+        drain_until(lambda: logged(rig, "tool_result") >= 1)
         os.killpg(launched_pid(rig), signal.SIGKILL)
         child.expect_exact("resuming session")
         child.expect_exact(ready)  # the resumed harness, in the same terminal
