@@ -78,6 +78,15 @@ def child_pids(pid: int) -> list[int]:
     return pids
 
 
+def child_processes(pid: int):
+    """psutil handles on pid's direct children (those that still exist)."""
+    for child in child_pids(pid):
+        try:
+            yield psutil.Process(child)
+        except psutil.Error:
+            continue
+
+
 def _psutil_children(pid: int) -> list[int]:
     try:
         return [child.pid for child in psutil.Process(pid).children()]
@@ -115,22 +124,15 @@ class ToolTracker:
 
     def snapshot(self) -> None:
         """Remember the harness's direct children (its tool commands), whatever their group."""
-        for pid in child_pids(self.harness_pid):
-            try:
-                self._remember(psutil.Process(pid))
-            except psutil.Error:
-                continue
+        for child in child_processes(self.harness_pid):
+            self._remember(child)
 
     def _adopted(self) -> list[int]:
         """Processes re-parented to dh (dh is a subreaper), alive or already dead: every
         one of them was still running when the harness died."""
         pids = []
-        for pid in child_pids(os.getpid()):
-            if pid == self.harness_pid:
-                continue
-            try:
-                child = psutil.Process(pid)
-            except psutil.Error:
+        for child in child_processes(os.getpid()):
+            if child.pid == self.harness_pid:
                 continue
             info = _describe(child)
             if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):

@@ -75,7 +75,7 @@ def encode_raw(raw: bytes) -> tuple[bytes, int | None]:
 
 
 READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
-INFLATE_THREADS = min(4, os.cpu_count() or 1)
+DECODE_THREADS = min(4, os.cpu_count() or 1)
 
 
 def _decode_rows(rows: list[tuple]) -> list[bytes]:
@@ -330,8 +330,9 @@ class LocalWorld:
 
     def raw_batches(self, source_id: int, generation: int) -> Iterator[list[bytes]]:
         """The native bytes of one generation in order, as batches of at most IOV_MAX lines:
-        the fast path for rebuilds. Deflated lines are inflated on helper threads (zlib lets
-        go of the GIL) while this one fetches the next rows; a session of one batch needs none."""
+        the fast path for rebuilds. Compressed lines are decompressed on helper threads (LZ4
+        and zlib let go of the GIL) while this one fetches the next rows; a session of one
+        batch needs none."""
         cursor = self.conn.execute(
             "SELECT raw, codec FROM records WHERE source_id = ? AND generation = ? ORDER BY offset",
             [source_id, generation])
@@ -340,11 +341,11 @@ class LocalWorld:
             if first:
                 yield _decode_rows(first)
             return
-        with ThreadPoolExecutor(INFLATE_THREADS) as pool:
+        with ThreadPoolExecutor(DECODE_THREADS) as pool:
             pending = deque(pool.submit(_decode_rows, rows) for rows in (first, second))
             while rows := cursor.fetchmany(READ_ROWS):
                 pending.append(pool.submit(_decode_rows, rows))
-                if len(pending) > 2 * INFLATE_THREADS:
+                if len(pending) > 2 * DECODE_THREADS:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()

@@ -97,7 +97,6 @@ def m005_records_kind_index(db: Database) -> None:
                                index_name="records_by_kind")
 
 
-
 @migration
 def m006_codecs(db: Database) -> None:
     # Long lines are stored LZ4-compressed from here on (codec 2; see worlds/local.py). The
