@@ -295,7 +295,7 @@ def _plain_usage(usage) -> bool:
         return False
     for key in _USAGE_KEYS:
         value = usage.get(key)
-        if type(value) is not int or not -(1 << 63) <= value < (1 << 63):
+        if type(value) is not int or _int64(value) is None:
             return False
     return True
 
