@@ -4,7 +4,6 @@ message is one row per content block, all sharing `message.id` and the final usa
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import re
@@ -13,8 +12,9 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, regular_file,
-                   split_args, text_of)
+from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
+                     options, parse_argv, prompt_tail, stdout_object, with_flags)
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
@@ -34,106 +34,8 @@ VARIADIC_FLAGS = frozenset({"--allowedTools", "--allowed-tools", "--disallowedTo
 RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
 # flags that pick or fork the session: a relaunch names the session itself instead
 SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
-PRINT_FLAGS = {"-p", "--print"}
 MAX_SLUG = 200
 SESSION_FIELDS = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch")
-
-
-# ---- argv and record helpers, shared by every wrapper (pure) -----------------------------
-# (they belong in base.py; they live here so the wrapper interface stays untouched for now)
-
-def parse_argv(args: list[str], value_flags: frozenset[str],
-               variadic: frozenset[str] = frozenset()) -> tuple[list[list[str]], list[str]]:
-    """The flags of args, each grouped with its value(s), and the positional words, both in
-    order. Built on split_args; a variadic flag also swallows the bare words right after it,
-    as commander does, so they are not mistaken for the prompt."""
-    flags, positionals = split_args(args, value_flags)
-    kinds = dict.fromkeys(flags, "flag") | dict.fromkeys(positionals, "word")
-    groups, words, want_value, last = [], [], False, -2
-    for i in sorted(kinds):
-        token = args[i]
-        if kinds[i] == "flag" and want_value:
-            groups[-1].append(token)
-            want_value = False
-        elif kinds[i] == "flag":
-            groups.append([token])
-            want_value = "=" not in token and token in value_flags
-        elif i == last + 1 and groups and groups[-1][0] in variadic:
-            groups[-1].append(token)
-        else:
-            words.append(token)
-            continue
-        last = i
-    return groups, words
-
-
-def flag_name(group: list[str]) -> str:
-    return group[0].split("=", 1)[0]
-
-
-def options(groups: list[list[str]]) -> dict[str, str | None]:
-    """Flag name -> its value (None for a switch); a repeated flag keeps its last value."""
-    out: dict[str, str | None] = {}
-    for group in groups:
-        name, eq, inline = group[0].partition("=")
-        out[name] = inline if eq else (group[1] if len(group) > 1 else None)
-    return out
-
-
-def kept_flags(groups: list[list[str]], drop: set[str]) -> list[str]:
-    """The flag tokens, values included, minus the groups whose flag is in drop."""
-    return [token for group in groups if flag_name(group) not in drop for token in group]
-
-
-def with_flags(args: list[str], extra: list[str]) -> list[str]:
-    """args plus dh's own flags, put before a `--` so they are never read as the prompt."""
-    cut = args.index("--") if "--" in args else len(args)
-    return [*args[:cut], *extra, *args[cut:]]
-
-
-def prompt_tail(prompt: str | None) -> list[str]:
-    """The continuation prompt as the last argv words; one that looks like a flag goes
-    after `--`."""
-    if not prompt:
-        return []
-    return ["--", prompt] if prompt.startswith("-") else [prompt]
-
-
-def headless_flags(groups: list[list[str]], drop: set[str], headless: bool) -> list[str]:
-    """Kept flags with the print switch made to match `headless` (Claude and Pi use -p)."""
-    kept = kept_flags(groups, drop | (set() if headless else PRINT_FLAGS))
-    has_print = any(flag_name(g) in PRINT_FLAGS for g in groups)
-    return ["-p", *kept] if headless and not has_print else kept
-
-
-def json_line(obj) -> bytes:
-    """One record as the harnesses write it: compact JSON, non-ASCII kept raw, a newline.
-    Text with lone surrogates (not valid UTF-8 raw) falls back to \\u escapes."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    try:
-        return (text + "\n").encode()
-    except UnicodeEncodeError:
-        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-
-
-def iso_now() -> str:
-    """UTC now as the harnesses stamp records: `2026-11-29T07:42:11.626Z`."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def json_objects(records: list[Record]) -> list[dict]:
-    """The records that decode to JSON objects, in order; anything else is skipped."""
-    objects = (load_json(r.raw)[0] for r in records)
-    return [obj for obj in objects if isinstance(obj, dict)]
-
-
-def stdout_object(line: bytes, marker: bytes) -> dict | None:
-    """A stdout line as a JSON object, if it contains marker; garbage gives None. The
-    cheap byte test keeps long output lines from being parsed for nothing."""
-    if marker not in line:
-        return None
-    obj, _ = load_json(line.strip())
-    return obj if isinstance(obj, dict) else None
 
 
 def project_slug(cwd: str) -> str:

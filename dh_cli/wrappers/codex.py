@@ -14,7 +14,7 @@ from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
                    text_of)
-from .claude import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
+from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
 
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import LaunchPlan, NativeSession, NativeSource, TurnState, Wrapper, split_args
-from .claude import kept_flags, options, parse_argv, prompt_tail, stdout_object
+from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 OPEN_TOOL_STATES = {"pending", "running"}

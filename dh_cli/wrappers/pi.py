@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
-from .claude import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
+from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 
 FINAL_STOPS = {"stop", "length"}
