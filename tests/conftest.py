@@ -2,7 +2,6 @@
 reachable by harness and scenario."""
 
 import json
-import os
 import shutil
 import sqlite3
 import sys

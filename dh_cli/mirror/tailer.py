@@ -153,7 +153,7 @@ class Tailer:
                 encoder.submit(batch, pos, len(pending), events)
         return encoder.added, len(pending)
 
-    def _record(self, raw: bytes, offset: int) -> Record:
+    def _record(self, raw: bytes, offset: int) -> tuple:
         parsed = self.wrapper.parse(raw)
         self._dedupe_usage(parsed)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading

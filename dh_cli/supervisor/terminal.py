@@ -10,9 +10,7 @@ import os
 import pty
 import select
 import signal
-import struct
 import subprocess
-import sys
 import termios
 import threading
 import time
