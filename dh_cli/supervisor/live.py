@@ -53,6 +53,17 @@ class LiveMirror:
         return self
 
     def _watch(self) -> None:
+        try:
+            self._watch_changes()
+        finally:
+            # This thread closes the stop pipe, once stop() is done with it: stop() does not
+            # wait for this thread, because closing an inotify descriptor waits for the
+            # kernel (10-20 ms here), time that would sit between a crash and the relaunch.
+            self.stop_event.wait()
+            os.close(self._stop_w)
+            os.close(self._stop_r)
+
+    def _watch_changes(self) -> None:
         from ..mirror import inotify
 
         if inotify.available():
@@ -152,15 +163,14 @@ class LiveMirror:
         return mirror
 
     def stop(self) -> None:
+        os.write(self._stop_w, b"x")  # before the event: the watcher closes the pipe after it
         self.stop_event.set()
         self.wake.set()
-        os.write(self._stop_w, b"x")
         self.thread.join(timeout=10)
         self.checkpointer.stop()
-        if self.watcher is not None:
-            self.watcher.join(timeout=5)
-        os.close(self._stop_w)
-        os.close(self._stop_r)
+        if self.watcher is None:  # else the watcher closes the pipe on its way out
+            os.close(self._stop_w)
+            os.close(self._stop_r)
 
 
 def _close(world) -> None:
