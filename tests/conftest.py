@@ -85,3 +85,17 @@ def run_dh():
         return result
 
     return run
+
+
+@pytest.fixture
+def tail(tmp_path):
+    """A Pi session whose native file is tmp/s.jsonl: (path, sync, world, session)."""
+    from dh_cli import wrappers
+    from dh_cli.mirror.session import SessionMirror
+    from dh_cli.worlds.local import LocalWorld
+
+    world = LocalWorld()
+    path = tmp_path / "s.jsonl"
+    session = world.create_session("pi", home=str(tmp_path), harness_session_id="s1")
+    world.add_source(session.id, "jsonl", "s.jsonl", str(path))
+    return path, SessionMirror(world, wrappers.get("pi"), session).sync, world, session

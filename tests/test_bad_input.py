@@ -63,16 +63,6 @@ def one_error(result, code: int | None = None, needle: str = "") -> str:
     return lines[0]
 
 
-@pytest.fixture
-def tail(tmp_path):
-    """A Pi session whose native file is tmp/s.jsonl: (path, sync, world, session)."""
-    world = LocalWorld()
-    path = tmp_path / "s.jsonl"
-    session = world.create_session("pi", home=str(tmp_path), harness_session_id="s1")
-    world.add_source(session.id, "jsonl", "s.jsonl", str(path))
-    return path, SessionMirror(world, wrappers.get("pi"), session).sync, world, session
-
-
 def logged(world, session) -> bytes:
     (source,) = world.sources(session.id)
     return source_bytes(world, source)

@@ -5,24 +5,10 @@ import os
 
 import pytest
 
-from dh_cli import wrappers
 from dh_cli.logview import build_view
-from dh_cli.mirror.session import SessionMirror
 from dh_cli.resume.rebuild import source_bytes
-from dh_cli.worlds.local import LocalWorld
 
 LINE = b'{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"hi"}}\n'
-
-
-@pytest.fixture
-def tail(tmp_path):
-    """A Pi session whose native file is tmp/s.jsonl; returns (path, sync, world, session)."""
-    world = LocalWorld()
-    path = tmp_path / "s.jsonl"
-    session = world.create_session("pi", home=str(tmp_path), harness_session_id="s1")
-    world.add_source(session.id, "jsonl", "s.jsonl", str(path))
-    mirror = SessionMirror(world, wrappers.get("pi"), session)
-    return path, mirror.sync, world, session
 
 
 def logged(world, session) -> bytes:
