@@ -19,7 +19,8 @@ import pytest
 from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer
 
-REAL_DIRS = [Path(__file__).parent / "fixtures" / "real", Path("/work/shared/fixtures/real")]
+# The project holds its own copy of the real captures: a test never reads outside the checkout.
+REAL_DIR = Path(__file__).parent / "fixtures" / "real"
 SCRIPT = {"replies": [{"text": "Running it.", "shell": "echo step0 >> steps.log"},
                       {"write": {"path": "a.txt", "content": "alpha\n"}},
                       {"read": {"path": "a.txt"}},
@@ -143,19 +144,15 @@ def shapes(records: list[dict], shape) -> dict:
     return out
 
 
-def real_records(harness: str, scenario: str, pattern: str) -> list[dict] | None:
-    for root in REAL_DIRS:
-        hits = sorted((root / harness / scenario).glob(pattern))
-        if hits:
-            return read_jsonl(hits[0])
-    print(f"real fixture {harness}/{scenario} not found; record-shape comparison skipped")
-    return None
+def real_records(harness: str, scenario: str, pattern: str) -> list[dict]:
+    hits = sorted((REAL_DIR / harness / scenario).glob(pattern))
+    assert hits, f"real fixture {harness}/{scenario}/{pattern} missing from {REAL_DIR}"
+    return read_jsonl(hits[0])
 
 
 def assert_shapes_match(fake: list[dict], harness: str, scenario: str, pattern: str, shape) -> None:
     real = real_records(harness, scenario, pattern)
-    if real is not None:
-        assert shapes(fake, shape) == shapes(real, shape)
+    assert shapes(fake, shape) == shapes(real, shape)
 
 
 # ---------------------------------------------------------------- full turns

@@ -2,7 +2,7 @@
 
 Each test runs the fake as a subprocess (as dh would) in a private HOME/XDG world, with `PWD` set
 like the fixture driver did. Comparisons with the real rows and export use the captured
-fixtures when they are present (`/work/shared/fixtures/real/opencode` or `tests/fixtures/real/opencode`).
+fixtures the project holds (`tests/fixtures/real/opencode`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import pytest
 from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer
 
-FIXTURE_DIRS = [Path(__file__).resolve().parent / "fixtures" / "real" / "opencode",
-                Path("/work/shared/fixtures/real/opencode")]
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "real" / "opencode"
 INTERRUPTED = "[Tool execution was interrupted]"
 
 
@@ -93,12 +92,10 @@ def stdout_events(proc) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
-def real_fixture(scenario: str) -> Path | None:
-    for base in FIXTURE_DIRS:
-        if (base / scenario / "db" / "rows.jsonl").exists():
-            return base / scenario
-    print(f"real OpenCode fixtures not found in {[str(d) for d in FIXTURE_DIRS]}: comparison skipped")
-    return None
+def real_fixture(scenario: str) -> Path:
+    folder = FIXTURE_DIR / scenario
+    assert (folder / "db" / "rows.jsonl").exists(), f"real OpenCode fixture {folder} missing"
+    return folder
 
 
 def real_rows(scenario: Path) -> dict[str, list[dict]]:
@@ -161,8 +158,6 @@ def test_headless_turn_writes_rows_like_the_real_one(world):
 def test_rows_have_the_real_tables_columns_and_data_keys(world):
     assert world.run("Create the files.").returncode == 0
     real = real_fixture("basic")
-    if real is None:
-        return
     expected = real_rows(real)
     for table in ("session", "message", "part", "event", "event_sequence"):
         mine = world.rows(table)
@@ -187,8 +182,7 @@ def test_export_has_the_real_shape_and_import_rebuilds_the_session(world):
     assert exported.returncode == 0 and exported.stderr.strip() == f"Exporting session: {sid}"
     export = json.loads(exported.stdout)
     real = real_fixture("basic")
-    if real is not None:
-        assert export_shape(export) == export_shape(json.loads((real / "export.json").read_text()))
+    assert export_shape(export) == export_shape(json.loads((real / "export.json").read_text()))
 
     before = {t: world.rows(t) for t in ("session", "message", "part")}
     (world.tmp / "x.json").write_text(exported.stdout)
@@ -229,11 +223,9 @@ def test_crash_while_waiting_on_the_model_then_resume(world):
     assert "finish" not in json.loads(interrupted["data"])
     assert [json.loads(p["data"]) for p in world.rows("part") if p["message_id"] == interrupted["id"]] == \
            [{"type": "step-start"}]
-    real = real_fixture("killed")
-    if real is not None:
-        expected = real_rows(real)
-        assert shapes(world.rows("message")) == shapes(expected["message"])
-        assert [e["type"] for e in world.rows("event")] == [e["type"] for e in expected["event"]]
+    expected = real_rows(real_fixture("killed"))
+    assert shapes(world.rows("message")) == shapes(expected["message"])
+    assert [e["type"] for e in world.rows("event")] == [e["type"] for e in expected["event"]]
 
     resumed = world.opencode("run", "--format", "json", "--session", sid, "continue")
     assert resumed.returncode == 0, resumed.stderr

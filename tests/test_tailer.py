@@ -1,9 +1,13 @@
 """The tailer on bad input: nothing complete is lost, nothing crashes, each odd case is
 flagged where `dh log show` can see it."""
 
+import json
 import os
+from pathlib import Path
 
 import pytest
+
+from .test_bad_input import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
 
 from dh_cli.logview import build_view
 from dh_cli.resume.rebuild import source_bytes
@@ -120,10 +124,28 @@ def test_a_directory_in_place_of_the_file(tail):
     assert world.events(session.id)[-1].type == "source_unreadable"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file(tail):
-    path, sync, world, session = tail
+def _sync_unreadable(folder: Path) -> int:
+    """In the unprivileged child: tail a file of mode 0 (root would read it anyway)."""
+    from dh_cli import wrappers
+    from dh_cli.mirror.session import SessionMirror
+    from dh_cli.worlds.local import LocalWorld
+
+    os.environ["DH_HOME"] = str(folder / "dh")
+    world = LocalWorld()
+    session = world.create_session("pi", home=str(folder), harness_session_id="s1")
+    world.add_source(session.id, "jsonl", "s.jsonl", str(folder / "s.jsonl"))
+    result = SessionMirror(world, wrappers.get("pi"), session).sync()
+    print(json.dumps({"missing": result.missing, "event": world.events(session.id)[-1].type,
+                      "error": world.events(session.id)[-1].details.get("error")}))
+    return 0
+
+
+def test_unreadable_file(nobody_dir):
+    path = nobody_dir / "s.jsonl"
     path.write_bytes(LINE)
+    os.chown(path, NOBODY, NOBODY)
     path.chmod(0)
-    assert sync().missing
-    assert world.events(session.id)[-1].details["error"]
+    code, out = as_nobody(_sync_unreadable, nobody_dir)
+    assert code == 0, out
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["missing"] and seen["event"] == "source_unreadable" and seen["error"], seen
