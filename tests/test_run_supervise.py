@@ -130,7 +130,8 @@ def test_tool_that_outlives_the_harness_is_settled_first(rig, grace, expect):
 
 
 def test_no_process_left_after_sigterm_to_dh(rig):
-    rig.server.set_script({"replies": [{"text": "Slow.", "shell": "sleep 60"}, {"text": "done"}]})
+    command = f"sleep 60.{os.getpid()}"  # unique: other test runs on the machine sleep too
+    rig.server.set_script({"replies": [{"text": "Slow.", "shell": command}, {"text": "done"}]})
     dh = spawn_dh(rig, "codex")
     rig.server.wait_for(lambda log: any(e.get("reply_index") == 0 and e["event"] == "response_done"
                                         for e in log), timeout=15)
@@ -138,7 +139,7 @@ def test_no_process_left_after_sigterm_to_dh(rig):
     dh.send_signal(signal.SIGTERM)
     assert dh.wait(timeout=20) == 143
     time.sleep(0.2)
-    left = [p for p in psutil.process_iter(["cmdline"]) if "sleep 60" in " ".join(p.info["cmdline"] or [])]
+    left = [p for p in psutil.process_iter(["cmdline"]) if command in " ".join(p.info["cmdline"] or [])]
     assert not left, left
 
 
