@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from . import __version__, configcli, doctorcli, logcli, output, shimcli, statuscli
+from . import __version__, configcli, democli, doctorcli, logcli, output, shimcli, statuscli
 from .errors import DhError
 from .mirror.cli import import_command
 from .worlds import cli as worlds_cli
@@ -45,6 +45,7 @@ app.command("doctor")(doctorcli.doctor_command)
 app.add_typer(configcli.app, name="config")
 app.add_typer(worlds_cli.app, name="world")
 app.add_typer(shimcli.app, name="shim")
+app.command("demo")(democli.demo_command)
 
 
 def _version(value: bool) -> None:
