@@ -30,12 +30,10 @@ def now_iso() -> str:
 def parse(argv: list[str]) -> tuple[Path, str]:
     if "-p" not in argv or "--session" not in argv:
         sys.exit("dh-demo-harness: needs -p and --session FILE (it runs only inside `dh demo`)")
-    rest, session = list(argv), None
-    rest.remove("-p")
+    rest = [w for w in argv if w not in ("-p", "--")]
     at = rest.index("--session")
     session = rest[at + 1]
     del rest[at:at + 2]
-    rest = [w for w in rest if w not in ("--", "--mode", "json")]
     return Path(session), "\n\n".join(rest)
 
 
