@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from . import __version__, configcli, doctorcli, logcli, output
+from . import __version__, configcli, democli, doctorcli, logcli, output, shimcli, statuscli
 from .errors import DhError
 from .mirror.cli import import_command
 from .worlds import cli as worlds_cli
@@ -32,7 +32,7 @@ Example:
 app = typer.Typer(
     name="dh",
     help=ROOT_HELP,
-    no_args_is_help=True,
+    no_args_is_help=False,  # `dh` alone prints a short status (the root callback)
     rich_markup_mode="rich",  # keeps each `$ dh …` line of an Example: block on its own line
     pretty_exceptions_enable=False,
     add_completion=True,
@@ -44,6 +44,8 @@ app.add_typer(logcli.app, name="log")
 app.command("doctor")(doctorcli.doctor_command)
 app.add_typer(configcli.app, name="config")
 app.add_typer(worlds_cli.app, name="world")
+app.add_typer(shimcli.app, name="shim")
+app.command("demo")(democli.demo_command)
 
 
 def _version(value: bool) -> None:
@@ -52,12 +54,15 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print dh's version and exit"),
 ) -> None:
     """Durable harness: supervise coding-agent CLIs, log every record, resume after crashes."""
+    if ctx.invoked_subcommand is None:
+        statuscli.status_command()
 
 
 def report_error(exc: BaseException) -> int:

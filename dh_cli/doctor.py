@@ -45,6 +45,7 @@ def run_checks(env: dict | None = None) -> list[Check]:
     for wrapper in REGISTRY.values():
         checks.append(check_binary(wrapper, env))
         checks.append(check_home(wrapper, env))
+    checks.extend(check_shims(list(REGISTRY.values()), env))
     checks.append(check_log(paths.db_path()))
     checks.append(check_private(paths.db_path()))
     settings, config_check = check_config(env)
@@ -99,6 +100,25 @@ def check_home(wrapper, env: dict) -> Check:
     if not readable:
         return Check(name, "fail", f"{home} is not readable by this user", {"path": str(home)})
     return Check(name, "ok", f"{home} is readable", {"path": str(home)})
+
+
+def check_shims(wrappers: list, env: dict) -> list[Check]:
+    """dh's shims on PATH (shims.py): in effect or not, and the real binary behind each."""
+    from .shims import survey
+
+    checks = []
+    for item in survey(wrappers, env.get("PATH")):
+        name, shim, real = f"{item['harness']} shim", item["shims"][0], item["real"]
+        if item["shadowing"] and real:
+            checks.append(Check(name, "ok", f"{shim} shadows {item['binary']}: it runs under dh; "
+                                            f"the real one is {real}", item))
+        elif item["shadowing"]:
+            checks.append(Check(name, "fail", f"{shim} shadows {item['binary']} but no real "
+                                              f"{item['binary']} is found behind it", item))
+        else:
+            checks.append(Check(name, "warn", f"{shim} is on PATH after {real}: `{item['binary']}` "
+                                              "runs without dh (put the shim folder first)", item))
+    return checks
 
 
 # the log ------------------------------------------------------------------------------------

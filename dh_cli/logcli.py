@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import output, render
+from . import liveness, output, render
 from .export import export_session
 from .follow import follow
 from .logview import build_view
@@ -45,7 +45,8 @@ def log_list(
     from .wrappers import get
 
     name = get(harness).name if harness else None
-    sessions = LocalWorld().list_sessions(name)
+    world = LocalWorld()
+    sessions = liveness.mark(world.list_sessions(name), world.path)
     if json_:
         output.print_json(sessions)
     else:
@@ -75,6 +76,7 @@ def log_show(
         _follow(world, found.id, json_)
         return
     view = build_view(world, found)
+    liveness.mark([view.session], world.path)
     if json_:
         output.print_json(view.to_dict())
     else:

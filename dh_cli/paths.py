@@ -55,3 +55,9 @@ def opencode_db(env: dict | None = None) -> Path:
         path = Path(value)
         return path if path.is_absolute() else opencode_data_dir(env) / path
     return opencode_data_dir(env) / "opencode.db"
+
+
+def shim_dir() -> Path:
+    """Where `dh shim install` writes its launchers by default (not under DH_HOME: the
+    shims belong to the user's shell, whatever log a run uses)."""
+    return _xdg("XDG_DATA_HOME", ".local/share") / "dh" / "shims"

@@ -22,6 +22,9 @@ def session_table(sessions: list[dict]) -> None:
             for s in sessions]
     output.table(None, ["id", "harness", "native id", "cwd", "records", "tokens", "last activity",
                         "state"], rows)
+    for s in sessions:
+        if s.get("hint"):
+            output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
 
 
 def write_raw(records) -> None:
@@ -56,6 +59,8 @@ def session_view(view: SessionView) -> None:
     out = output.out
     out.print(f"session {s['id']}  {s['harness']} {s['harness_session_id'] or ''}", markup=False)
     out.print(f"cwd {s['cwd']}  state {s['state']}  attempts {s['attempts']}", markup=False)
+    if s.get("hint"):
+        out.print(f"{s.get('why')}; resume it with: {s['hint']}", markup=False)
     current = None
     for item in view.items:
         if item["source"] != current:

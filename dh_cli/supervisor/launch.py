@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..errors import HarnessNotFound, SessionLocked
+from ..errors import SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..wrappers import get as get_wrapper
@@ -20,17 +20,20 @@ from .runner import RunOptions, Supervisor, prepare_sync
 
 
 def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
-    """DH_<HARNESS>_BIN (e.g. DH_CLAUDE_BIN, DH_CLAUDE_CODE_BIN), else the binary on PATH."""
+    """DH_<HARNESS>_BIN (e.g. DH_CLAUDE_BIN, DH_CLAUDE_CODE_BIN), else the binary on PATH.
+    Never one of dh's own shims (see shims.py): a shim runs dh, which must find the real
+    binary behind it, not the shim again."""
+    from ..shims import real_binary, refuse_shim
+
     names = {wrapper.name, *wrapper.aliases}
     for name in names:
-        value = env.get(f"DH_{name.upper().replace('-', '_')}_BIN")
-        if value:
-            return value.split() if " " in value and not Path(value).exists() else [value]
-    found = shutil.which(wrapper.binary, path=env.get("PATH"))
-    if not found:
-        raise HarnessNotFound(f"{wrapper.binary!r} not found on PATH for harness {wrapper.name}",
-                              hint=f"install it, or set DH_{wrapper.name.upper().replace('-', '_')}_BIN")
-    return [found]
+        var = f"DH_{name.upper().replace('-', '_')}_BIN"
+        if value := env.get(var):
+            argv = value.split() if " " in value and not Path(value).exists() else [value]
+            refuse_shim(shutil.which(argv[0], path=env.get("PATH")) or argv[0], var)
+            return argv
+    bin_var = f"DH_{wrapper.name.upper().replace('-', '_')}_BIN"
+    return [real_binary(wrapper.binary, env.get("PATH"), wrapper.name, bin_var)]
 
 
 def redact_args(args: list[str]) -> list[str]:

@@ -26,4 +26,8 @@ def get(name: str) -> Wrapper:
     for wrapper in REGISTRY.values():
         if name == wrapper.name or name in wrapper.aliases:
             return wrapper
+    if name == "dh-demo":  # `dh demo`'s own harness: never listed, but a kept demo log stays readable
+        from ..demo.wrapper import DemoWrapper
+
+        return DemoWrapper()
     raise UnknownHarness(f"unknown harness {name!r}; available: claude-code (claude), codex, opencode, pi")
