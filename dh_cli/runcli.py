@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import output
+from .confine import place
 from .errors import NativeStateError, UsageError
 from .resume.replay import parse_overrides
 from .supervisor.launch import default_env, resume_session, start_run
@@ -86,8 +87,9 @@ def resume_command(
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
     if cwd and not os.path.isdir(cwd):
         raise NativeStateError(f"the checkout {cwd} does not exist or is not a folder")
-    if not cwd and found.cwd and not os.path.isdir(found.cwd):
-        raise NativeStateError(f"the session's working directory {found.cwd} no longer exists",
+    here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
+    if not cwd and here and here[1] and not os.path.isdir(here[1]):
+        raise NativeStateError(f"the session's working directory {here[1]} no longer exists",
                                hint="restore that checkout, or resume with --cwd on another path")
     raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd,
                                     rehome=bool(world_name)))

@@ -10,6 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
+from ..confine import adopt, check_native_id, place, settle
 from ..errors import HarnessNotFound, SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
@@ -90,8 +91,10 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
 def _session_for(world, wrapper, plan, opts, home) -> Session:
     if plan.resuming and plan.native_id:
         existing = world.find_by_native(wrapper.name, plan.native_id)
+        if existing and place(world, existing.id) is None:  # from a world: adopted as this run's
+            return adopt(world, wrapper, existing, home, opts.cwd)
         if existing:
-            return existing
+            return settle(world, wrapper, existing, opts.env)
     return world.create_session(
         wrapper.name, harness_session_id=plan.native_id, cwd=opts.cwd, home=str(home),
         native_path=str(plan.native_path) if plan.native_path else None,
@@ -123,7 +126,11 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     opts.args = [a for a in original]
     opts.headless = wrapper.is_headless(original) if original else True
     opts.interactive = not opts.headless and sys.stdin.isatty()
-    opts.cwd = session.cwd or opts.cwd
+    if session.harness_session_id is not None:  # refused before anything is moved or run
+        check_native_id(wrapper, session.harness_session_id)
+    session = settle(world, wrapper, session, opts.env)
+    if place(world, session.id) is not None:  # else: opts.cwd stays the user's (adoption)
+        opts.cwd = session.cwd or opts.cwd
     with world.lock_session(session.id):
         check_previous_attempt(world, session)
         from ..resume.relocate import relocate_for_resume
@@ -151,6 +158,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
             argv = original
         else:
             text = prompt or (opts.continue_prompt if opts.headless else None)
+            check_native_id(wrapper, session.harness_session_id)
             argv = wrapper.resume_args(original, session.harness_session_id, session.native_path,
                                        text, opts.headless)
         world.add_event(session.id, "resume", {"argv": redact_args(argv), "by": "dh resume",

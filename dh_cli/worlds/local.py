@@ -35,6 +35,12 @@ _INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
 )
 
 
+def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
+    if home:
+        conn.execute("INSERT OR REPLACE INTO places (session_id, home, cwd, decided_at)"
+                     " VALUES (?, ?, ?, ?)", [session_id, home, cwd, now_iso()])
+
+
 def _busy_timeout() -> float:
     value = os.environ.get("DH_DB_TIMEOUT", "30")
     try:
@@ -206,14 +212,37 @@ class LocalWorld:
         now = now_iso()
         session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
                           created_at=now, updated_at=now, **values)
-        self._insert("sessions", session.to_dict())
+        with self._write() as conn:
+            values = session.to_dict()
+            conn.execute(f"INSERT INTO sessions ({', '.join(map(_column, values))})"
+                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
+            _decide_place(conn, session.id, session.home, session.cwd)
         return session
 
     def update_session(self, session_id: str, **values) -> None:
+        """Only this machine calls it (a pull goes through put_session): a home or cwd given
+        here is where the session lives on this machine (see confine.py)."""
         values["updated_at"] = now_iso()
         with self._write() as conn:
             conn.execute(f"UPDATE sessions SET {', '.join(f'{_column(k)} = ?' for k in values)}"
                          " WHERE id = ?", [*values.values(), session_id])
+            if "home" in values or "cwd" in values:
+                row = conn.execute("SELECT home, cwd FROM sessions WHERE id = ?", [session_id]).fetchone()
+                if row:
+                    _decide_place(conn, session_id, *row)
+
+    def place(self, session_id: str) -> tuple[str, str | None] | None:
+        """(home, cwd) of the session on this machine, as dh decided them here; None for a
+        session that came from elsewhere and was not adopted yet."""
+        row = self.conn.execute("SELECT home, cwd FROM places WHERE session_id = ?",
+                                [session_id]).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def mirrored_path(self, source_id: int) -> str | None:
+        """The file this machine mirrored the source from (None: it never did)."""
+        row = self.conn.execute("SELECT path FROM mirrored_paths WHERE source_id = ?",
+                                [source_id]).fetchone()
+        return row[0] if row else None
 
     def get_session(self, session_id: str) -> Session:
         row = self.conn.execute(
@@ -269,7 +298,13 @@ class LocalWorld:
             return existing
         values = {"session_id": session_id, "kind": kind, "relpath": relpath, "path": path,
                   "updated_at": now_iso()}
-        self._insert("sources", values, "OR IGNORE")
+        with self._write() as conn:
+            conn.execute(f"INSERT OR IGNORE INTO sources ({', '.join(map(_column, values))})"
+                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
+            if path:  # the mirror found this file here: the one path of it dh trusts as read
+                conn.execute("INSERT OR REPLACE INTO mirrored_paths (source_id, path) SELECT id, ?"
+                             " FROM sources WHERE session_id = ? AND relpath = ?",
+                             [path, session_id, relpath])
         return self.get_source(session_id, relpath)
 
     def get_source(self, session_id: str, relpath: str) -> Source | None:

@@ -143,11 +143,20 @@ def text_of(content) -> str:
     return "\n".join(parts)
 
 
+UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 class Wrapper:
     name: str = ""
     aliases: tuple[str, ...] = ()
     binary: str = ""
     source_kind: str = "jsonl"
+    # The shape of the harness's own session id: it goes on the harness's command line, and a
+    # transcript or a world chose it, so anything else is refused before it reaches an argv.
+    native_id_shape: re.Pattern = re.compile(r"(?!)")
+
+    def native_id_ok(self, native_id: str) -> bool:
+        return bool(self.native_id_shape.fullmatch(native_id))
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:
