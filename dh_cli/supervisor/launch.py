@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 from ..confine import adopt, check_native_id, place, settle
@@ -15,6 +16,7 @@ from ..errors import HarnessNotFound, SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..wrappers import get as get_wrapper
+from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from .procs import process_alive
 from .runner import RunOptions, Supervisor, prepare_sync
@@ -84,13 +86,34 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
     world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
-    with world.lock_session(session.id):
+    with held(world, wrapper, session, plan.native_id, plan.native_path):
         return Supervisor(world, wrapper, session, opts).run(plan.argv)
 
 
+def held(world, wrapper: Wrapper, session: Session, native_id=None, native_path=None) -> ExitStack:
+    """The locks one writer holds: the dh session's, and the native session's (by its id and
+    by its file), so no second dh runs a harness on the same native session."""
+    stack = ExitStack()
+    try:
+        stack.enter_context(world.lock_session(session.id))
+        path = native_path or session.native_path
+        for key in native_keys(native_id or session.harness_session_id, str(path) if path else None):
+            stack.enter_context(world.lock_native(wrapper.name, key))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def _session_for(world, wrapper, plan, opts, home) -> Session:
+    """The dh session this run continues when the harness's own flags resume one the log
+    knows (by its id or its file), else a new one."""
+    existing = None
     if plan.resuming and plan.native_id:
         existing = world.find_by_native(wrapper.name, plan.native_id)
+    if plan.resuming and plan.native_path and existing is None:
+        existing = world.find_by_path(wrapper.name, str(plan.native_path))
+    if existing is not None:
         if existing and place(world, existing.id) is None:  # from a world: adopted as this run's
             return adopt(world, wrapper, existing, home, opts.cwd)
         if existing:
@@ -131,7 +154,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     session = settle(world, wrapper, session, opts.env)
     if place(world, session.id) is not None:  # else: opts.cwd stays the user's (adoption)
         opts.cwd = session.cwd or opts.cwd
-    with world.lock_session(session.id):
+    with held(world, wrapper, session):
         check_previous_attempt(world, session)
         from ..resume.relocate import relocate_for_resume
 

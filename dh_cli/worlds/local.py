@@ -444,6 +444,22 @@ class LocalWorld:
 
         return SessionLock(self.path.parent, session_id).acquire()
 
+    def lock_native(self, harness: str, key: str):
+        """An exclusive, non-blocking lock on a native session's id or file."""
+        from .locks import NativeLock
+
+        return NativeLock(self.path.parent, harness, key).acquire()
+
+    def find_by_path(self, harness: str, path: str) -> Session | None:
+        """The session of this harness whose native file (as recorded here) is path."""
+        real = os.path.realpath(path)
+        row = self.conn.execute(
+            f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)} FROM sessions s WHERE s.harness = ?"
+            " AND (s.native_path IN (?, ?) OR s.id IN (SELECT o.session_id FROM sources o JOIN"
+            " mirrored_paths m ON m.source_id = o.id WHERE m.path IN (?, ?)))"
+            " ORDER BY s.created_at LIMIT 1", [harness, path, real, path, real]).fetchone()
+        return Session(*row) if row else None
+
     # events -------------------------------------------------------------------------------
     def add_event(self, session_id: str, type: str, details: dict | None = None,
                   attempt: int | None = None, phase: str | None = None) -> Event:

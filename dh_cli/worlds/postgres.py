@@ -77,6 +77,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE dh.codecs (id smallint PRIMARY KEY, name text NOT NULL);
         INSERT INTO dh.codecs VALUES (0, 'stored as written'), (1, 'raw deflate, 4 KiB window'),
             (2, 'LZ4 block, uncompressed size first')"""),
+    # One holder per session across machines (issue 14): who runs it (host, boot id, pid),
+    # a fencing epoch that grows with every new holder, and a heartbeat the holder renews
+    # within ttl_s. Another machine may take the session only once the heartbeat is older
+    # than the TTL. Kept small on purpose: live replication and takeover build on it.
+    ("m010_leases", """
+        CREATE TABLE dh.leases (
+            session_id text PRIMARY KEY, holder_host text NOT NULL, holder_boot_id text NOT NULL,
+            holder_pid integer NOT NULL, epoch bigint NOT NULL, heartbeat_at timestamptz NOT NULL,
+            ttl_s integer NOT NULL)"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
