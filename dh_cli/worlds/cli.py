@@ -34,6 +34,13 @@ def _summary(report: SyncReport, json_: bool) -> None:
     if json_:
         output.print_json(report.to_dict())
         return
+    for sync in report.sessions:
+        for item in sync.diverged:  # both copies went on: neither is dropped nor spliced
+            where = "this machine's copy stored in the world" if report.direction == "push" \
+                else "the world's copy stored here"
+            kept = (f"{where} as generation {item['generation']}" if item["generation"] is not None
+                    else "both copies were kept before")
+            output.note(f"dh: session {sync.session_id} diverged ({item['relpath']}): {kept}")
     verb = "pushed to" if report.direction == "push" else "pulled from"
     output.out.print(f"{verb} {report.world}: {report.records:,} record(s) and {report.events:,} event(s)"
                      f" added, {report.changed} of {len(report.sessions)} session(s) changed,"

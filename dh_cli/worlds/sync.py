@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 from ..errors import UsageError
 from ..models import Source
 from .base import Mark, SessionMarks, World
+from .diverge import diverged, keep_both
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
 REMOTE_WORLDS = ("postgres",)
@@ -45,6 +46,7 @@ class SessionSync:
     sources: int = 0  # sources new to the receiver
     records: int = 0  # records added
     events: int = 0  # events added
+    diverged: list = field(default_factory=list)  # {"relpath", "generation"}: both copies kept
 
 
 @dataclass
@@ -153,7 +155,8 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
         mark = have.get(source.relpath)
         result.sources += mark is None
         result.records += copy_source(src, dst, source, mark or Mark(),
-                                      src_marks.sources.get(source.relpath, Mark()), counter)
+                                      src_marks.sources.get(source.relpath, Mark()), counter,
+                                      result.diverged)
     result.events = dst.append_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0))
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
@@ -166,8 +169,14 @@ def _fresh(source: Source) -> Source:
 
 
 def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
-                counter: _Counter) -> int:
+                counter: _Counter, diverged_out: list | None = None) -> int:
     target = dst.put_source(_fresh(source))
+    if diverged(src, source, sent, dst, target, have):  # never spliced: kept as a generation
+        added, generation = keep_both(src, dst, source, target, have, sent)
+        counter.add(added)
+        if diverged_out is not None:
+            diverged_out.append({"relpath": source.relpath, "generation": generation})
+        return added
     added = 0
     if have.last is not None and src.count_upto(source, have.last) > have.count:
         # Holes below the receiver's mark (rows lost or deleted there): re-send that part.
@@ -239,9 +248,23 @@ def status(local: World, remote: World) -> list[SessionStatus]:
     out = []
     for sid in list(mine) + [s for s in theirs if s not in mine]:
         here, there = mine.get(sid), theirs.get(sid)
-        out.append(SessionStatus(sid, (here or there).harness, compare(here, there),
+        state = compare(here, there)
+        if here and there and state != "diverged" and _any_diverged(local, remote, here, there):
+            state = "diverged"
+        out.append(SessionStatus(sid, (here or there).harness, state,
                                  here.records if here else None, there.records if there else None))
     return out
+
+
+def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks) -> bool:
+    """Same key, different bytes (or a record spanning it) in any source both copies have."""
+    theirs = {s.relpath: s for s in remote.sources(here.session_id)}
+    for source in local.sources(here.session_id):
+        other = theirs.get(source.relpath)
+        if other and diverged(local, source, here.sources.get(source.relpath, Mark()),
+                              remote, other, there.sources.get(source.relpath, Mark())):
+            return True
+    return False
 
 
 def compare(here: SessionMarks | None, there: SessionMarks | None) -> str:
