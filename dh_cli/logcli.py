@@ -134,6 +134,25 @@ def log_rebuild(
         output.out.print(f"{item.status:9} {item.path} ({item.bytes} bytes)", markup=False)
 
 
+@app.command("rm")
+def log_rm(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when not on a terminal)")] = False,
+) -> None:
+    """Remove a session and its records from the log (the harness's own files stay).
+
+    Example:
+      $ dh log rm 1m8k6p
+      $ dh log rm 1m8k6p --yes
+    """
+    from .sessions_rm import remove_session
+
+    world = LocalWorld()
+    found = world.find_session(session)
+    removed = remove_session(world, found, yes, sys.stdin.isatty(), typer.confirm)
+    output.out.print(f"removed session {found.id} ({removed} record(s))", markup=False)
+
+
 @app.command("status")
 def log_status(json_: JsonOpt = False) -> None:
     """Show where the log is and which schema migrations it has.

@@ -6,7 +6,9 @@ committed together, so a killed dh replays at most one batch and the replay is a
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
 import os
 import random
 import sqlite3
@@ -44,10 +46,37 @@ def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> N
 def _busy_timeout() -> float:
     value = os.environ.get("DH_DB_TIMEOUT", "30")
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:  # nan, inf, -1: no wait anyone can mean
         raise ConfigError(f"bad value for DH_DB_TIMEOUT: {value!r} is not a number of seconds",
-                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30") from None
+                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30")
+    return seconds
+
+
+@contextmanager
+def _migration_lock(db_path: Path):
+    """An exclusive lock beside the log while its schema is migrated: two dh processes
+    migrating one new log at once made one fail with `table ... already exists` (issue 14).
+    Waits up to DH_DB_TIMEOUT like any other busy write."""
+    folder = db_path.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + _busy_timeout()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LogDbError(f"the log {db_path} is being migrated by another dh",
+                                     hint="try again, or raise DH_DB_TIMEOUT") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _create_private(path: Path) -> bool:
@@ -125,7 +154,9 @@ class LocalWorld:
             self.conn.execute("PRAGMA synchronous=NORMAL")
         self._check_not_newer()
         if migrate and migrations.pending(self.conn):
-            migrations.migration_set().apply(self.db)
+            with _migration_lock(self.path):  # one process migrates; the others then find none
+                if migrations.pending(self.conn):
+                    migrations.migration_set().apply(self.db)
 
     @property
     def db(self):
@@ -209,14 +240,30 @@ class LocalWorld:
 
     # sessions -----------------------------------------------------------------------------
     def create_session(self, harness: str, **values) -> Session:
+        with self._write():
+            return self._new_session(harness, **values)
+
+    def session_for_native(self, harness: str, native_id: str, home: str, path: str | None,
+                           **values) -> Session:
+        """The session of (harness, native id, home), or the one mirroring `path`, else a
+        new one: looked up and created in one write transaction, so parallel imports of
+        one native session make one session (issue 14: three imports made 46-49 of 40)."""
+        with self._write():
+            found = self.find_by_native(harness, native_id, home=home)
+            found = found or (self.find_by_path(harness, path) if path else None)
+            if found is None:
+                found = self._new_session(harness, harness_session_id=native_id, home=home,
+                                          native_path=path, **values)
+        return found
+
+    def _new_session(self, harness: str, **values) -> Session:
         now = now_iso()
         session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
                           created_at=now, updated_at=now, **values)
-        with self._write() as conn:
-            values = session.to_dict()
-            conn.execute(f"INSERT INTO sessions ({', '.join(map(_column, values))})"
-                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
-            _decide_place(conn, session.id, session.home, session.cwd)
+        row = session.to_dict()
+        self.conn.execute(f"INSERT INTO sessions ({', '.join(map(_column, row))})"
+                          f" VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        _decide_place(self.conn, session.id, session.home, session.cwd)
         return session
 
     def update_session(self, session_id: str, **values) -> None:
@@ -230,6 +277,19 @@ class LocalWorld:
                 row = conn.execute("SELECT home, cwd FROM sessions WHERE id = ?", [session_id]).fetchone()
                 if row:
                     _decide_place(conn, session_id, *row)
+
+    def remove_session(self, session_id: str) -> int:
+        """Remove a session, its sources, records and events from this log, in one
+        transaction; the number of records removed. (A world keeps its own copy.)"""
+        with self._write() as conn:
+            sources = "SELECT id FROM sources WHERE session_id = ?"
+            removed = conn.execute(f"DELETE FROM records WHERE source_id IN ({sources})",
+                                   [session_id]).rowcount
+            conn.execute(f"DELETE FROM mirrored_paths WHERE source_id IN ({sources})", [session_id])
+            for table in ("sources", "events", "places"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+            conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+        return removed
 
     def place(self, session_id: str) -> tuple[str, str | None] | None:
         """(home, cwd) of the session on this machine, as dh decided them here; None for a
@@ -269,11 +329,16 @@ class LocalWorld:
                                    hint="give more characters of the id")
         return Session(*matches[0])
 
-    def find_by_native(self, harness: str, native_id: str) -> Session | None:
+    def find_by_native(self, harness: str, native_id: str, home: str | None = None) -> Session | None:
+        """By the harness's own id; with `home`, only a session that lives in that harness
+        home on this machine (an import's identity is harness, native id and home)."""
+        where, args = "", []
+        if home is not None:
+            where = " AND id IN (SELECT session_id FROM places WHERE home IN (?, ?))"
+            args = [home, os.path.realpath(home)]
         row = self.conn.execute(
-            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE harness = ? AND harness_session_id = ?",
-            [harness, native_id],
-        ).fetchone()
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE harness = ? AND harness_session_id = ?"
+            f"{where} ORDER BY created_at LIMIT 1", [harness, native_id, *args]).fetchone()
         return Session(*row) if row else None
 
     def list_sessions(self, harness: str | None = None) -> list[dict]:

@@ -66,6 +66,11 @@ class ClaudeWrapper(Wrapper):
     aliases = ("claude",)
     binary = "claude"
 
+    def first_record_ok(self, obj: dict) -> bool:
+        # every row carries sessionId; older transcripts may start with a summary row
+        return isinstance(obj.get("type"), str) and (
+            "sessionId" in obj or obj["type"] in ("summary", "file-history-snapshot"))
+
     def home(self, env: dict | None = None) -> Path:
         return paths.claude_home(env)
 

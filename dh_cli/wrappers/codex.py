@@ -49,6 +49,9 @@ class CodexWrapper(Wrapper):
     native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
 
+    def first_record_ok(self, obj: dict) -> bool:
+        return obj.get("type") == "session_meta"  # a rollout starts with it
+
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)
 

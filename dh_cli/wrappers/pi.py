@@ -50,6 +50,9 @@ class PiWrapper(Wrapper):
     native_id_shape = UUID_SHAPE  # the session header's id (UUIDv7)
     binary = "pi"
 
+    def first_record_ok(self, obj: dict) -> bool:
+        return obj.get("type") == "session"  # the header Pi writes first
+
     def home(self, env: dict | None = None) -> Path:
         return paths.pi_home(env)
 
