@@ -10,10 +10,10 @@ import typer
 from . import output, render
 from .export import export_session
 from .follow import follow
+from .outfile import write_output
 from .logview import build_view
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
-from .util import atomic_write
 from .worlds import migrations
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
@@ -109,7 +109,7 @@ def log_export(
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     else:
-        atomic_write(out, data)  # 0600: an export holds the whole conversation
+        write_output(out, data, output.note)  # 0600, a regular file only (outfile.py)
         output.note(f"dh: wrote {out} ({len(data):,} bytes)")
 
 
