@@ -167,6 +167,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         from ..resume.prepare import prepare_resume
 
         prepared = prepare_resume(world, wrapper, session, opts.replay)
+        if getattr(world, "masked_records", lambda _s: 0)(session.id):
+            opts.notice(f"dh: session {session.id} came from a world that masks credentials: "
+                        "the harness sees *** where the records held what looked like a secret")
         session = world.get_session(session.id)
         if prepared.turn_complete and opts.headless and not prompt and not prepared.repairs:
             # e.g. dh was killed and the harness finished its turn on its own: a resume would

@@ -291,6 +291,12 @@ class LocalWorld:
             conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
         return removed
 
+    def masked_records(self, session_id: str) -> int:
+        """Records of the session that came from a world that masked credentials in them."""
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id WHERE"
+            " o.session_id = ? AND ',' || r.flags || ',' LIKE '%,masked,%'", [session_id]).fetchone()[0]
+
     def place(self, session_id: str) -> tuple[str, str | None] | None:
         """(home, cwd) of the session on this machine, as dh decided them here; None for a
         session that came from elsewhere and was not adopted yet."""

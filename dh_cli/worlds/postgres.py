@@ -86,6 +86,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             session_id text PRIMARY KEY, holder_host text NOT NULL, holder_boot_id text NOT NULL,
             holder_pid integer NOT NULL, epoch bigint NOT NULL, heartbeat_at timestamptz NOT NULL,
             ttl_s integer NOT NULL)"""),
+    # Settings of the world itself, shared by everyone who uses it (issue 14). `records`:
+    # 'masked' (the default, also when the row is absent) makes a push mask what looks like
+    # a credential in every record it sends; 'raw' keeps native bytes, for a trusted world.
+    ("m011_settings", """
+        CREATE TABLE dh.settings (name text PRIMARY KEY, value text NOT NULL)"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
@@ -245,6 +250,17 @@ class PostgresWorld:
         if unknown:
             raise WorldError(f"the schema dh at {self.shown} was written by a newer dh ({unknown[-1]})",
                              hint="upgrade dh on this machine")
+
+    # settings -----------------------------------------------------------------------------
+    @property
+    def masks_records(self) -> bool:
+        """Whether a push masks credentials in the records it sends here (the default)."""
+        rows = self._rows("SELECT value FROM dh.settings WHERE name = 'records'")
+        return not rows or rows[0][0] != "raw"
+
+    def set_records_mode(self, mode: str) -> None:
+        self._rows("INSERT INTO dh.settings VALUES ('records', %s) ON CONFLICT (name) DO UPDATE"
+                   " SET value = EXCLUDED.value RETURNING 1", [mode])
 
     # sessions -----------------------------------------------------------------------------
     def put_session(self, session: Session) -> str | None:
