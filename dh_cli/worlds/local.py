@@ -24,7 +24,7 @@ from typing import Iterator
 import lz4.block
 
 from .. import paths
-from ..errors import ConfigError, LogDbError, SessionNotFound, AmbiguousSession
+from ..errors import AmbiguousSession, ConfigError, LogDbError, SessionNotFound, UsageError
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
 from . import migrations
@@ -35,6 +35,20 @@ SESSION_COLUMNS = [f.name for f in fields(Session)]
 _INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
     ", ".join(RECORD_COLUMNS), ", ".join("?" * len(RECORD_COLUMNS))
 )
+
+
+MAX_REF = 256  # longer than any dh id or harness id: refused before it reaches SQL's LIKE
+
+
+def check_ref(ref) -> None:
+    """A session reference from the command line: never empty (it would match every
+    session), never longer than an id can be (SQLite calls a 100k LIKE pattern corrupt)."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise UsageError("no session given (an empty session name matches nothing)",
+                         hint="give a dh id, a unique prefix of it, or the harness's own id")
+    if len(ref) > MAX_REF:
+        raise SessionNotFound(f"no session matches {ref[:40]!r}… ({len(ref)} characters: longer "
+                              "than any session id)")
 
 
 def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
@@ -118,10 +132,19 @@ def _decode_rows(rows: list[tuple]) -> list[bytes]:
 
 
 def decode_raw(data: bytes, codec: int | None) -> bytes:
-    if codec == LZ4:
-        return lz4.block.decompress(data)
-    if codec == DEFLATE:
-        return zlib.decompress(data, _WBITS)
+    """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
+    world) is one LogDbError, never bytes handed back as if they were native."""
+    try:
+        if codec == LZ4:
+            return lz4.block.decompress(data)
+        if codec == DEFLATE:
+            return zlib.decompress(data, _WBITS)
+    except (lz4.block.LZ4BlockError, zlib.error, ValueError) as exc:
+        raise LogDbError(f"a record's compressed bytes are damaged (codec {codec}: {exc})",
+                         hint="pull the session again from a good copy, or `dh log rm` it") from None
+    if codec not in (None, 0):
+        raise LogDbError(f"a record is stored with codec {codec!r}, which this dh does not know",
+                         hint="upgrade dh, or `dh log rm` the session")
     return bytes(data)
 
 
@@ -144,6 +167,8 @@ class LocalWorld:
 
     def _open(self, migrate: bool) -> None:
         new = _create_private(self.path)
+        info = os.stat(self.path)
+        self._identity = (info.st_dev, info.st_ino)
         self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
                                     check_same_thread=False)
         if new:
@@ -178,6 +203,19 @@ class LocalWorld:
 
     def close(self) -> None:
         self.conn.close()
+
+    def check_in_place(self) -> None:
+        """Raise LogDbError when the log file this connection writes to was deleted or
+        replaced (what it logged since went to a file nobody will read again)."""
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._identity:
+            how = "deleted" if now is None else "replaced"
+            raise LogDbError(f"the log {self.path} was {how} while dh was writing to it: what "
+                             "this run logged is not in it", hint="keep DH_HOME in place while dh runs; "
+                             "`dh import` can backfill the session from the harness's own files")
 
     def be_patient(self, seconds: float, on_wait=None) -> None:
         """For a supervising dh: wait up to `seconds` for the write lock instead of failing
@@ -320,6 +358,7 @@ class LocalWorld:
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
+        check_ref(ref)
         rows = self.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ? OR"
             " harness_session_id = ? OR id LIKE ? ESCAPE '\\' OR harness_session_id LIKE ? ESCAPE '\\'",

@@ -33,7 +33,7 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 from ..models import Event, Record, Session, Source
 from ..util import redact_url
 from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
-from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw
+from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, check_ref, decode_raw
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
 
@@ -280,6 +280,7 @@ class PostgresWorld:
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
+        check_ref(ref)
         prefix = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE id = %s OR harness_session_id = %s"
                           " OR id LIKE %s OR harness_session_id LIKE %s", [ref, ref, prefix, prefix])

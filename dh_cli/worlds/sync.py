@@ -34,9 +34,11 @@ def open_remote(name: str, url: str | None = None) -> World:
     """The world named on the command line (only `postgres` so far)."""
     if name not in REMOTE_WORLDS:
         raise UsageError(f"unknown world {name!r}", hint="the world to sync with is: postgres")
+    from ..config import load  # the settings are checked too (DH_WORLD=mars is an error)
     from .postgres import PostgresWorld  # psycopg loads only when a command needs it
 
-    return PostgresWorld(url)
+    configured = load().settings.postgres_url  # $DH_POSTGRES_URL…, else config.toml's postgres_url
+    return PostgresWorld(url or configured)
 
 
 @dataclass
@@ -194,10 +196,22 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     return added
 
 
+def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
+    """Rows as they come, each compressed one decoded once first: a row from a world with an
+    unknown codec or damaged bytes stops the copy with one error, before it is stored."""
+    from .local import decode_raw
+
+    for rows in chunks:
+        for row in rows:
+            if row[4] is not None:
+                decode_raw(row[3], row[4])
+        yield rows
+
+
 def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
     """Append each chunk in its own transaction as it arrives: a kill loses one chunk at most."""
     added = 0
-    for rows in prefetched(chunks):
+    for rows in prefetched(checked(chunks)):
         added += dst.append_rows(rows)
         counter.add(len(rows))
     return added
