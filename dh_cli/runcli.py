@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import output
+from .confine import place
 from .errors import NativeStateError, UsageError
 from .resume.replay import parse_overrides
 from .supervisor.launch import default_env, resume_session, start_run
@@ -78,25 +79,36 @@ def resume_command(
       $ dh resume 1m8k6p --world postgres --cwd ~/src/app
     """
     world = LocalWorld()
-    if world_name:
-        session = _pull(world, world_name, session, url)
-    elif url:
+    if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
+    lease = None
+    if world_name:  # held in the world for the whole resume: one machine at a time
+        session, lease = _pull(world, world_name, session, url)
+    try:
+        _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
+                tool_grace, replay, no_supervise)
+    finally:
+        if lease is not None:
+            lease.release_and_close()
+
+
+def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,
+            replay, no_supervise) -> None:
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
     if cwd and not os.path.isdir(cwd):
         raise NativeStateError(f"the checkout {cwd} does not exist or is not a folder")
-    if not cwd and found.cwd and not os.path.isdir(found.cwd):
-        raise NativeStateError(f"the session's working directory {found.cwd} no longer exists",
+    here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
+    if not cwd and here and here[1] and not os.path.isdir(here[1]):
+        raise NativeStateError(f"the session's working directory {here[1]} no longer exists",
                                hint="restore that checkout, or resume with --cwd on another path")
-    raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd,
-                                    rehome=bool(world_name)))
+    raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome))
 
 
-def _pull(world, world_name: str, ref: str, url: str | None) -> str:
-    from .resume.relocate import pull_for_resume
+def _pull(world, world_name: str, ref: str, url: str | None):
+    from .worlds.lease import hold_and_pull
 
-    session_id, added, shown = pull_for_resume(world, world_name, ref, url)
+    session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url)
     if added is not None:
         output.note(f"dh: pulled session {session_id} from {shown} ({added} record(s) added)")
-    return session_id
+    return session_id, lease

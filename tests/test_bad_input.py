@@ -454,8 +454,8 @@ def test_import_from_a_home_that_does_not_exist(tmp_path):
 
 def test_import_of_an_empty_session_file(tmp_path):
     """An empty file is a session with nothing in it yet: imported, no record, no error."""
-    path = tmp_path / "empty.jsonl"
-    path.write_bytes(b"")
+    path = tmp_path / "2026-12-01T00-00-00-000Z_01a2264b-8750-762a-918b-d8a8a906ba5f.jsonl"
+    path.write_bytes(b"")  # named as Pi names it: the id comes from the name until the header
     result = dh("import", "pi", str(path), "--json")
     assert result.returncode == 0 and json.loads(result.stdout)["records_added"] == 0
     (session,) = json.loads(dh("log", "list", "--json").stdout)
@@ -466,14 +466,16 @@ def test_import_of_an_empty_session_file(tmp_path):
 def test_import_of_a_file_of_only_a_partial_line(tmp_path):
     """Nothing is complete yet: nothing is logged, the torn bytes are reported as pending
     (by `dh import` and in `dh log show`), and the line is logged once it ends."""
-    path = tmp_path / "partial.jsonl"
-    path.write_bytes(L1[:25])
+    path = tmp_path / "2026-12-01T00-00-00-000Z_01a2264b-8750-762a-918b-d8a8a906ba5f.jsonl"
+    header = (json.dumps({"type": "session", "version": 3, "id": "01a2264b-8750-762a-918b-d8a8a906ba5f",
+                          "timestamp": "2026-12-01T00:00:00.000Z", "cwd": str(tmp_path)}) + "\n").encode()
+    path.write_bytes(header[:25])  # Pi's header, cut: a Pi session still being written
     first = dh("import", "pi", str(path))
     assert first.returncode == 0 and "25 byte(s) of torn last lines left pending" in first.stderr
     (session,) = json.loads(dh("log", "list", "--json").stdout)
     view = json.loads(dh("log", "show", session["id"], "--json").stdout)
     assert (view["sources"][0]["records"], view["sources"][0]["pending_bytes"]) == (0, 25)
-    path.write_bytes(L1)
+    path.write_bytes(header)
     assert json.loads(dh("import", "pi", str(path), "--json").stdout)["records_added"] == 1
 
 

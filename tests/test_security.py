@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.models import Session, Source
+from dh_cli.util import new_session_id, now_iso
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
@@ -166,14 +168,16 @@ def outside(tmp_path):
 
 def crafted(home: Path, relpath: str, path: str | None = None, harness: str = "pi",
             native_id: str = "n1", host: str = "elsewhere", session_id: str | None = None) -> str:
-    """A session as `dh world pull` could bring it: every field chosen by the other side."""
+    """A session as `dh world pull` brings it (put_session/put_source, as the pull writes):
+    every field chosen by the other side, and no place decided on this machine."""
     world = LocalWorld()
-    session = world.create_session(harness, id=session_id, harness_session_id=native_id,
-                                   home=str(home), cwd=str(home if home.is_dir() else home.parent), host=host, state="crashed",
-                                   native_path=path, argv=json.dumps(["-p", "x"]))
-    world.conn.execute("INSERT INTO sources (session_id, kind, relpath, path) VALUES (?, ?, ?, ?)",
-                       [session.id, "opencode" if harness == "opencode" else "jsonl", relpath, path])
-    source = world.sources(session.id)[0]
+    session = Session(id=session_id or new_session_id(), harness=harness, harness_session_id=native_id,
+                      home=str(home), cwd=str(home if home.is_dir() else home.parent), host=host,
+                      state="crashed", native_path=path, argv=json.dumps(["-p", "x"]),
+                      created_at=now_iso(), updated_at=now_iso())
+    world.put_session(session)
+    kind = "opencode" if harness == "opencode" else "jsonl"
+    source = world.put_source(Source(0, session.id, kind, relpath, path))
     line = b'{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"hi"}}\n'
     if harness == "opencode":
         line = (json.dumps({"table": "session", "id": native_id, "directory": str(home.parent),
@@ -192,8 +196,9 @@ def test_rebuild_refuses_paths_that_leave_the_home(tmp_path, outside, relpath):
     (home / "sessions" / "link").symlink_to(outside)
     relpath = str(outside / "abs.jsonl") if relpath == "ABSOLUTE" else relpath
     session = crafted(home, relpath)
-    one_error(dh("log", "rebuild", session, env=dict(os.environ)), 1, "refusing")
-    to = dh("log", "rebuild", session, "--to", str(tmp_path / "to"), env=dict(os.environ))
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(home)}  # this machine's home is `home`
+    one_error(dh("log", "rebuild", session, env=env), 1, "refusing")
+    to = dh("log", "rebuild", session, "--to", str(tmp_path / "to"), env=env)
     if relpath == "sessions/link/escape.jsonl":  # no symlink under --to: a plain folder there
         assert to.returncode == 0 and (tmp_path / "to" / relpath).is_file()
         assert not (tmp_path / "to" / "sessions" / "link").is_symlink()
@@ -209,13 +214,13 @@ def test_a_crafted_opencode_session_id_names_no_file(tmp_path, outside):
     db.parent.mkdir()
     session = crafted(db, "opencode.db", path=str(db), harness="opencode",
                       native_id=f"../../{outside.name}/x")
-    one_error(dh("log", "rebuild", session, env=dict(os.environ)), 1, "refusing unsafe path")
     env = {**os.environ, "DH_OPENCODE_BIN": str(marker_harness(tmp_path)),
            "XDG_DATA_HOME": str(tmp_path / "data")}
+    one_error(dh("log", "rebuild", session, env=env), 1, "refusing")
     resumed = dh("resume", session, env=env, cwd=tmp_path)
     *notes, last = resumed.stderr.strip().splitlines()  # a note may say where it restores to
     assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
-    assert last.startswith("Error: refusing unsafe path") and not any(n.startswith("Error") for n in notes)
+    assert last.startswith("Error: refusing") and not any(n.startswith("Error") for n in notes)
     assert not (tmp_path / "launched").exists()
 
 
@@ -227,16 +232,29 @@ def marker_harness(tmp_path: Path) -> Path:
     return script
 
 
-def test_resume_refuses_to_restore_a_file_outside_the_home(tmp_path, outside):
+def test_resume_ignores_a_pulled_source_path_and_restores_under_this_home(tmp_path, outside):
     """A pulled session whose source path points elsewhere (here: a folder outside the home):
-    `dh resume` would restore the missing file there; it refuses, and launches nothing."""
+    that path is never written nor read; the file is restored at home/relpath of THIS
+    machine's configured home, and the harness gets that file."""
     home = tmp_path / "home"
     home.mkdir()
     target = outside / "evil.jsonl"
-    session = crafted(home, "sessions/x.jsonl", path=str(target), native_id="x")
-    env = {**os.environ, "DH_PI_BIN": str(marker_harness(tmp_path))}
-    one_error(dh("resume", session, env=env, cwd=tmp_path), 1, "refusing to restore")
-    assert not target.exists() and not (tmp_path / "launched").exists()
+    native_id = "01a2264b-8750-762a-918b-d8a8a906ba5f"
+    session = crafted(tmp_path / "victim", "sessions/x.jsonl", path=str(target), native_id=native_id)
+    env = {**os.environ, "DH_PI_BIN": str(argv_harness(tmp_path)), "PI_CODING_AGENT_DIR": str(home)}
+    resumed = dh("resume", session, env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not target.exists() and (home / "sessions" / "x.jsonl").is_file()
+    argv = (tmp_path / "launched").read_text().split("\n")
+    assert argv[argv.index("--session") + 1] == str(home / "sessions" / "x.jsonl")
+
+
+def argv_harness(tmp_path: Path) -> Path:
+    """A harness binary that writes the argv it got, one word a line, and exits 0."""
+    script = tmp_path / "harness-argv"
+    script.write_text(f"#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > {tmp_path / 'launched'}\n")
+    script.chmod(0o755)
+    return script
 
 
 def test_a_session_recorded_on_this_machine_may_live_outside_the_home(tmp_path):
@@ -247,7 +265,7 @@ def test_a_session_recorded_on_this_machine_may_live_outside_the_home(tmp_path):
     world = LocalWorld()
     session = world.create_session("pi", home=str(tmp_path / "home"), host=socket.gethostname())
     source = world.add_source(session.id, "jsonl", "x.jsonl", str(tmp_path / "elsewhere" / "x.jsonl"))
-    assert restore_target(session, source) == tmp_path / "elsewhere" / "x.jsonl"
+    assert restore_target(world, session, source) == tmp_path / "elsewhere" / "x.jsonl"
 
 
 def test_resume_refuses_a_crafted_session_id(tmp_path, dh_home):

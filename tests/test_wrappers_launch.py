@@ -73,8 +73,19 @@ def fixture_lines(harness: str, scenario: str, pattern: str) -> list[bytes]:
 
 def shape(argv: list[str], wrapper) -> tuple:
     """Flag groups as a sorted list plus the positional words: argv up to flag order."""
-    groups, words = parse_argv(argv, wrapper.value_flags)
+    split = [part for arg in argv for part in
+             (arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
+    groups, words = parse_argv(split, wrapper.value_flags)
     return sorted(map(tuple, groups)), words
+
+
+def one_word(argv: list[str], flag: str) -> list[str]:
+    """The real argv with `flag VALUE` written `flag=VALUE`, as dh passes a session id."""
+    out = list(argv)
+    while flag in out:
+        at = out.index(flag)
+        out[at:at + 2] = [f"{flag}={out[at + 1]}"]
+    return out
 
 
 def dangling(wrapper, records: list[Record]) -> list[str]:
@@ -101,7 +112,7 @@ def test_flag_values_and_variadic_words_are_not_the_prompt(tmp_path):
     assert plan.prompt == "fix it"
     resumed = CLAUDE.resume_args(args, SID, None, "go", True)
     assert resumed == ["--model", "opus", "-p", "--allowedTools", "Bash", "Edit", "--verbose",
-                       "--resume", SID, "go"]
+                       f"--resume={SID}", "go"]
 
 
 # ---------------------------------------------------------------- launch plans
@@ -243,7 +254,9 @@ def test_resume_args_match_the_real_resume_argv(harness, scenario):
         ours = wrapper.resume_args(first, native_id(harness, scenario), path, told.prompt, True)
         again = wrapper.resume_args(real, native_id(harness, scenario), path, told.prompt, True)
         assert shape(again, wrapper) == shape(real, wrapper)  # resuming a resume: the same
-        if harness in ("codex", "opencode"):
+        if harness == "opencode":  # the id as one word, `--session=<id>` (issue 14)
+            assert ours == again == one_word(real, "--session")
+        elif harness == "codex":
             assert ours == again == real
         elif harness == "claude-code":
             assert shape(ours, wrapper) == shape(real, wrapper)
@@ -257,11 +270,11 @@ def test_claude_resume_drops_every_session_choice():
     original = ["-p", "x", "--session-id", SID, "--model", "opus", "--fork-session", "-c",
                 "--resume-session-at", "msg_1", "--verbose", "--resume=old"]
     assert CLAUDE.resume_args(original, "new", None, "go", True) == \
-           ["-p", "--model", "opus", "--verbose", "--resume", "new", "go"]
+           ["-p", "--model", "opus", "--verbose", "--resume=new", "go"]
     assert CLAUDE.resume_args(["--model", "opus", "x"], "new", None, None, True) == \
-           ["-p", "--model", "opus", "--resume", "new"]
+           ["-p", "--model", "opus", "--resume=new"]
     assert CLAUDE.resume_args(["-p", "x"], "new", None, "-dashed", False) == \
-           ["--resume", "new", "--", "-dashed"]
+           ["--resume=new", "--", "-dashed"]
 
 
 def test_codex_resume_shapes():
@@ -277,9 +290,9 @@ def test_opencode_resume_shapes():
     original = ["--print-logs", "run", "--format", "json", "-f", "a.png", "--title", "t",
                 "--command", "review", "--fork", "-s", "old", "-m", "mock/m", "x", "y"]
     assert OPENCODE.resume_args(original, "ses_1", None, "go", True) == \
-           ["--print-logs", "run", "--format", "json", "-m", "mock/m", "--session", "ses_1", "go"]
+           ["--print-logs", "run", "--format", "json", "-m", "mock/m", "--session=ses_1", "go"]
     assert OPENCODE.resume_args(["--prompt", "hi", "/proj", "-c"], "ses_1", None, "go", False) == \
-           ["/proj", "--session", "ses_1", "--prompt", "go"]
+           ["/proj", "--session=ses_1", "--prompt", "go"]
 
 
 def test_pi_resume_shapes():
@@ -600,7 +613,7 @@ def test_opencode_repaired_export_imports_and_resumes_with_dhs_text(world):
     assert run(world, "opencode", ["import", str(world["tmp"] / "x.json")]).returncode == 0
     assert not OPENCODE.turn_state(opencode_records(db)).dangling
     resume = OPENCODE.resume_args(plan.argv, sid, None, "continue", plan.headless)
-    assert resume == ["run", "--format", "json", "--session", sid, "continue"]
+    assert resume == ["run", "--format", "json", f"--session={sid}", "continue"]
     resumed = run(world, "opencode", resume)
     assert resumed.returncode == 0, resumed.stderr
     assert (call.id, TEXT, False) in world["server"].tool_results_in_last_request()

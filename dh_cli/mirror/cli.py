@@ -30,6 +30,8 @@ def import_command(
         task = bar.add_task("importing", total=None)
         report = import_sessions(world, wrapper, root, session, all_,
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    for item in report.skipped:  # a bad session is skipped, the rest imported
+        output.note(f"dh: warning: skipped {item['path']}: {item['why']}")
     if json_:
         output.print_json(report.to_dict())
         return

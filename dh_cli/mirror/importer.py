@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..confine import check_native_id
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
-from ..wrappers.base import NativeSession, NativeSource, Wrapper
+from ..wrappers.base import NativeSession, Wrapper
 from .session import SessionMirror
 
 # How deep a native file sits below its harness home, and the folder name at the top.
@@ -25,22 +26,33 @@ class ImportReport:
     sessions: list[dict] = field(default_factory=list)
     added: int = 0
     pending: int = 0
+    skipped: list[dict] = field(default_factory=list)  # {"path", "why"}: not imported
 
     def to_dict(self) -> dict:
-        return {"sessions": self.sessions, "records_added": self.added, "pending_bytes": self.pending}
+        return {"sessions": self.sessions, "records_added": self.added, "pending_bytes": self.pending,
+                "skipped": self.skipped}
 
 
 def native_for_path(wrapper: Wrapper, path: Path) -> NativeSession:
-    """The native session a file belongs to, whether or not it sits in a harness home."""
+    """The native session a file belongs to, whether or not it sits in a harness home; its
+    id read from the file as the harness wrote it (so a renamed copy is the same session)."""
     path = path.resolve()
     depth, top = LAYOUT_DEPTH.get(wrapper.name, (0, ""))
-    if depth and len(path.parents) > depth and path.parents[depth - 1].name == top:
-        home = path.parents[depth]
+    if depth and len(path.parents) >= depth and path.parents[depth - 2].name == top:
+        home = path.parents[depth - 1]
         match = [s for s in wrapper.discover(home) if s.sources and s.sources[0].path == path]
         if match:
             return match[0]
-    source = NativeSource("jsonl", path, path.name)
-    return NativeSession(path.stem, path.parent, None, [source])
+    return wrapper._sessions_at(path.parent, path)[0]
+
+
+def check_native(wrapper: Wrapper, native: NativeSession) -> None:
+    """Refuse what is not a session of this harness: an id not of its shape (a list, a
+    flag, 100k characters), or a main file whose first record is not the harness's."""
+    main = native.sources[0].path if native.sources else None
+    if main is not None and wrapper.source_kind != "opencode" and not wrapper.is_session_file(Path(main)):
+        raise NativeStateError(f"{main} is not a {wrapper.name} session file")
+    check_native_id(wrapper, native.harness_session_id)
 
 
 def readable_file(path: Path) -> None:
@@ -74,14 +86,12 @@ def select(wrapper: Wrapper, home: Path, ref: str | None, all_: bool) -> list[Na
 
 
 def log_session_for(world, wrapper: Wrapper, native: NativeSession, state: str = "imported") -> Session:
-    session = world.find_by_native(wrapper.name, native.harness_session_id)
-    if session:
-        return session
+    """The log's session for this native one: the same (harness, native id, home), or the
+    session that already mirrors its file; else a new one."""
     main = native.sources[0].path if native.sources else None
-    return world.create_session(
-        wrapper.name, harness_session_id=native.harness_session_id, cwd=native.cwd,
-        home=str(native.home), native_path=str(main) if main else None,
-        host=socket.gethostname(), state=state)
+    return world.session_for_native(wrapper.name, native.harness_session_id,
+                                    os.path.realpath(native.home), str(main) if main else None,
+                                    cwd=native.cwd, host=socket.gethostname(), state=state)
 
 
 def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session, int, int]:
@@ -97,7 +107,15 @@ def import_sessions(world, wrapper: Wrapper, home: Path, ref: str | None = None,
     natives = select(wrapper, home, ref, all_)
     report = ImportReport()
     for index, native in enumerate(natives, 1):
-        session, added, pending = import_one(world, wrapper, native)
+        try:
+            check_native(wrapper, native)
+            session, added, pending = import_one(world, wrapper, native)
+        except NativeStateError as exc:
+            if len(natives) == 1 and ref and not all_:
+                raise
+            report.skipped.append({"path": str(native.sources[0].path) if native.sources else None,
+                                   "why": str(exc)})  # the others are still imported
+            continue
         report.added += added
         report.pending += pending
         report.sessions.append({"id": session.id, "harness_session_id": session.harness_session_id,

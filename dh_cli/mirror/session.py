@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..confine import confined_source
 from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
 from .opencode_tail import OpenCodeTailer
@@ -19,6 +20,9 @@ class SessionMirror:
             self._add_tailer(source)
 
     def _add_tailer(self, source) -> None:
+        # dh reads only the file confine.py allows for the source on this machine, never a
+        # path a pulled row names
+        source = confined_source(self.world, self.wrapper, self.session, source)
         if source.kind == "opencode":
             tailer = OpenCodeTailer(self.world, self.wrapper, source, self.session.harness_session_id)
         else:

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import NativeStateError
+from ..confine import confined_source, source_path
 from ..mirror.session import SessionMirror
 from ..models import Session
 from ..util import scrub
 from ..wrappers.base import Wrapper
-from .rebuild import inside, safe_target, source_bytes, write_file
+from .rebuild import source_bytes, write_file
 from .replay import repair_text, replay_class
 
 
@@ -58,21 +57,12 @@ def _mirrored_exactly(source, path: Path) -> bool:
         os.close(fd)
 
 
-def restore_target(session: Session, source) -> Path:
-    """Where a source's file is restored. Its recorded path is trusted when it lies in the
-    session's harness home or cwd, or when this machine recorded it; a log pulled from
-    elsewhere cannot make a resume write anywhere else."""
-    home = Path(session.home or ".")
-    if not source.path:
-        return safe_target(home, source.relpath)
-    path = Path(source.path)
-    if path.is_absolute() and ".." not in path.parts and (
-            any(inside(path, Path(root)) for root in (session.home, session.cwd) if root)
-            or session.host == socket.gethostname()):
-        return path
-    raise NativeStateError(f"refusing to restore {source.path!r} from the log: it is outside "
-                           f"the harness home {home}", hint="pull the session with --cwd, or "
-                           "rebuild it with `dh log rebuild --to DIR`")
+def restore_target(world, session: Session, source) -> Path:
+    """Where a source's file is restored: the one path confine.py allows for it on this
+    machine (home/relpath, or the file this machine's mirror recorded)."""
+    from ..wrappers import get as get_wrapper
+
+    return source_path(world, get_wrapper(session.harness), session, source)
 
 
 def restore_files(world, session: Session, prepared: Prepared) -> None:
@@ -80,7 +70,7 @@ def restore_files(world, session: Session, prepared: Prepared) -> None:
     for source in world.sources(session.id):
         if source.kind == "opencode":
             continue
-        path = restore_target(session, source)
+        path = restore_target(world, session, source)
         if source.kind == "jsonl" and _mirrored_exactly(source, path):
             continue
         logged = source_bytes(world, source)
@@ -114,7 +104,7 @@ def _append(path: Path, lines: list[bytes]) -> None:
 
 def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMirror,
                     overrides: dict, outcomes: list[dict], prepared: Prepared) -> None:
-    main = world.sources(session.id)[0]
+    main = confined_source(world, wrapper, session, world.sources(session.id)[0])
     records = current_turn(world, session, main)
     state = wrapper.turn_state(records)
     prepared.turn_complete = state.complete
@@ -145,7 +135,7 @@ def _apply_repair(world, wrapper, session, main, call, text, records) -> bool:
     if main.kind == "opencode":
         from ..mirror.opencode_db import set_tool_error
 
-        return set_tool_error(Path(main.path), session.harness_session_id, call.id, text)
+        return set_tool_error(Path(main.path), session.harness_session_id, call.id, text)  # confined
     try:
         lines = wrapper.repair_lines(records, call, text)
     except (TypeError, AttributeError, ValueError, KeyError, IndexError):
@@ -193,6 +183,7 @@ def restore_database(world, wrapper: Wrapper, session: Session, prepared: Prepar
     for source in world.sources(session.id):
         if source.kind != "opencode":
             continue
+        source = confined_source(world, wrapper, session, source)
         if session_in_db(Path(source.path), session.harness_session_id):
             settle_database(Path(source.path))
             continue

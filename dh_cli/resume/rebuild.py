@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..confine import check_native_id, inside, session_home, under  # noqa: F401 (inside: re-exported)
 from ..errors import NativeStateError, RebuildConflict
 from ..models import Session, Source
 from ..util import atomic_write_parts
@@ -23,22 +24,8 @@ class RebuiltFile:
 
 
 def safe_target(root: Path, relpath: str) -> Path:
-    """root/relpath, refusing anything that would land outside root."""
-    rel = Path(relpath or "")
-    if rel.is_absolute() or ".." in rel.parts or not rel.parts or "\0" in str(relpath):
-        raise NativeStateError(f"refusing unsafe path {relpath!r} from the log")
-    target = root / rel
-    if not inside(target, root):
-        raise NativeStateError(f"refusing path {relpath!r}: it leaves {root}")
-    return target
-
-
-def inside(path: Path, root: Path) -> bool:
-    """True when path, every symlink followed, stays under root."""
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
-        return False
+    """root/relpath, refusing anything that would land outside root (confine.under)."""
+    return under(root, relpath)
 
 
 def source_bytes(world, source: Source) -> bytes:
@@ -83,25 +70,31 @@ def _holds(path: Path, batches) -> bool:
         return handle.read(1) == b""
 
 
-def export_path(root: Path, session: Session) -> Path:
-    return safe_target(root, f"opencode-export-{session.harness_session_id}.json")
+def export_path(root: Path, session: Session, wrapper=None) -> Path:
+    native_id = check_native_id(wrapper, session.harness_session_id) if wrapper else session.harness_session_id
+    return safe_target(root, f"opencode-export-{native_id}.json")
 
 
 def rebuild_session(world, session: Session, to_dir: Path | None = None,
-                    force: bool = False) -> list[RebuiltFile]:
+                    force: bool = False, env: dict | None = None) -> list[RebuiltFile]:
+    """Without to_dir, into the session's harness home on this machine (confine.py): its
+    recorded place, or for a session from a world this machine's configured home."""
+    from ..wrappers import get as get_wrapper
+
+    wrapper = get_wrapper(session.harness)
+    home = Path(to_dir) if to_dir else session_home(world, wrapper, session, env)
     out = []
     for source in world.sources(session.id):
         if source.kind == "opencode":
-            root = Path(to_dir) if to_dir else Path(session.home).parent
-            target = export_path(root, session)  # checked before anything is built
+            root = Path(to_dir) if to_dir else home.parent
+            target = export_path(root, session, wrapper)  # checked before anything is built
             records = list(world.records(session.id, source.id))
             export = build_export(records, session.harness_session_id)
             data = (json.dumps(export, indent=2, ensure_ascii=False) + "\n").encode()
             out.append(write_file(target, data, force))
             continue
-        root = Path(to_dir) if to_dir else Path(session.home)
         latest = world.latest_generation(source.id)
         if latest is not None:
-            out.append(write_parts(safe_target(root, source.relpath),
+            out.append(write_parts(safe_target(home, source.relpath),
                                    lambda: world.raw_batches(source.id, latest), force))
     return out

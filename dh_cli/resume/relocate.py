@@ -18,6 +18,7 @@ import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..confine import place, under
 from ..errors import NativeStateError
 from ..models import Record, Session, Source
 from ..util import short_hash
@@ -26,7 +27,6 @@ from ..wrappers.claude import MAX_SLUG, project_slug
 from ..wrappers.opencode import row_key
 from ..wrappers.pi import pi_session_dir_name
 from .cwd_rewrite import rewrite_record
-from .rebuild import safe_target
 
 SPAN = 4096  # as the tailer fingerprints a file: its first and last 4 KiB
 
@@ -38,6 +38,7 @@ class Relocation:
     new_cwd: str | None
     old_home: str | None
     new_home: str
+    adopting: bool = False  # the session came from elsewhere: every path is derived afresh
     records: int = 0  # records rewritten (each now in a new generation of its source)
     sources: list[dict] = field(default_factory=list)  # {"from", "to", "records"} per source
 
@@ -47,7 +48,7 @@ class Relocation:
 
     @property
     def rehomed(self) -> bool:
-        return self.old_home != self.new_home
+        return self.old_home != self.new_home or self.adopting
 
     def to_dict(self) -> dict:
         return {"from": self.old_cwd, "to": self.new_cwd, "home_from": self.old_home,
@@ -63,12 +64,13 @@ def checkout_path(cwd: str) -> str:
     return path
 
 
-def target_home(wrapper: Wrapper, session: Session, env: dict, moving: bool) -> Path:
-    """The recorded harness home while it exists here and the session stays put; otherwise
-    the harness home of this machine's environment (the one the resumed harness will read)."""
-    recorded = Path(session.home) if session.home else None
-    if recorded is not None and recorded.exists() and not moving:
-        return recorded
+def target_home(world, wrapper: Wrapper, session: Session, env: dict, moving: bool) -> Path:
+    """The session's home on this machine (confine.py) while it stays put; otherwise the
+    harness home of this machine's environment (the one the resumed harness will read).
+    Never the home a row names: a pulled row names another machine's."""
+    decided = place(world, session.id)
+    if decided is not None and not moving:
+        return Path(decided[0])
     return Path(wrapper.home(env))
 
 
@@ -90,7 +92,7 @@ def moved_relpath(harness: str, relpath: str, cwd: str) -> str:
 
 def source_path(wrapper: Wrapper, home: Path, relpath: str) -> Path:
     """OpenCode's source is its database, which is the home itself."""
-    return home if wrapper.source_kind == "opencode" else safe_target(home, relpath)
+    return home if wrapper.source_kind == "opencode" else under(home, relpath)
 
 
 # ---- relocating ------------------------------------------------------------------------------
@@ -99,16 +101,17 @@ def relocate_session(world, wrapper: Wrapper, session: Session, env: dict,
     """Put the session under this machine's harness home and (with new_cwd) in another
     checkout; None when nothing changes. The native files are written afterwards by
     prepare_resume, from the log."""
+    adopting = place(world, session.id) is None
     cwd = checkout_path(new_cwd) if new_cwd else session.cwd
-    home = target_home(wrapper, session, env, rehome or bool(new_cwd))
-    plan = Relocation(session.id, session.cwd, cwd, session.home, str(home))
+    home = target_home(world, wrapper, session, env, rehome or bool(new_cwd) or adopting)
+    plan = Relocation(session.id, session.cwd, cwd, session.home, str(home), adopting=adopting)
     if not plan.moved and not plan.rehomed:
         return None
     sources = world.sources(session.id)
     _check_unique(wrapper, sources, plan)
     for source in sources:
         _move_source(world, wrapper, session, source, plan)
-    main = world.sources(session.id)[0].path if sources else session.native_path
+    main = world.sources(session.id)[0].path if sources else None if adopting else session.native_path
     world.update_session(session.id, cwd=cwd, home=str(home), native_path=main,
                          host=socket.gethostname())
     world.add_event(session.id, "moved", plan.to_dict(), phase="outcome")
@@ -250,6 +253,10 @@ def relocate_for_resume(world, wrapper: Wrapper, session: Session, opts, move_to
                         rehome: bool) -> Session:
     """The resume step: relocate when needed, say so, and point the launch at the session's
     (possibly new) working directory. Returns the session as the log now has it."""
+    if place(world, session.id) is None:
+        # a session from elsewhere: adopted explicitly into this machine's layout, in the
+        # checkout the user runs in (or passes), never the cwd its row names
+        move_to = move_to or opts.cwd
     plan = relocate_session(world, wrapper, session, opts.env, move_to, rehome)
     if plan is None:
         return session

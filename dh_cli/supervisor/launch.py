@@ -8,12 +8,15 @@ import os
 import shutil
 import socket
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
+from ..confine import adopt, check_native_id, place, settle
 from ..errors import SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..wrappers import get as get_wrapper
+from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from .procs import process_alive
 from .runner import RunOptions, Supervisor, prepare_sync
@@ -86,15 +89,44 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
     world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
-    with world.lock_session(session.id):
-        return Supervisor(world, wrapper, session, opts).run(plan.argv)
+    with held(world, wrapper, session, plan.native_id, plan.native_path):
+        return _still_logged(world, Supervisor(world, wrapper, session, opts).run(plan.argv))
+
+
+def _still_logged(world, code: int) -> int:
+    """The harness's exit code, once the log is known to be the file dh opened."""
+    getattr(world, "check_in_place", lambda: None)()
+    return code
+
+
+def held(world, wrapper: Wrapper, session: Session, native_id=None, native_path=None) -> ExitStack:
+    """The locks one writer holds: the dh session's, and the native session's (by its id and
+    by its file), so no second dh runs a harness on the same native session."""
+    stack = ExitStack()
+    try:
+        stack.enter_context(world.lock_session(session.id))
+        path = native_path or session.native_path
+        for key in native_keys(native_id or session.harness_session_id, str(path) if path else None):
+            stack.enter_context(world.lock_native(wrapper.name, key))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
 
 
 def _session_for(world, wrapper, plan, opts, home) -> Session:
+    """The dh session this run continues when the harness's own flags resume one the log
+    knows (by its id or its file), else a new one."""
+    existing = None
     if plan.resuming and plan.native_id:
         existing = world.find_by_native(wrapper.name, plan.native_id)
+    if plan.resuming and plan.native_path and existing is None:
+        existing = world.find_by_path(wrapper.name, str(plan.native_path))
+    if existing is not None:
+        if existing and place(world, existing.id) is None:  # from a world: adopted as this run's
+            return adopt(world, wrapper, existing, home, opts.cwd)
         if existing:
-            return existing
+            return settle(world, wrapper, existing, opts.env)
     return world.create_session(
         wrapper.name, harness_session_id=plan.native_id, cwd=opts.cwd, home=str(home),
         native_path=str(plan.native_path) if plan.native_path else None,
@@ -126,8 +158,12 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     opts.args = [a for a in original]
     opts.headless = wrapper.is_headless(original) if original else True
     opts.interactive = not opts.headless and sys.stdin.isatty()
-    opts.cwd = session.cwd or opts.cwd
-    with world.lock_session(session.id):
+    if session.harness_session_id is not None:  # refused before anything is moved or run
+        check_native_id(wrapper, session.harness_session_id)
+    session = settle(world, wrapper, session, opts.env)
+    if place(world, session.id) is not None:  # else: opts.cwd stays the user's (adoption)
+        opts.cwd = session.cwd or opts.cwd
+    with held(world, wrapper, session):
         check_previous_attempt(world, session)
         from ..resume.relocate import relocate_for_resume
 
@@ -140,6 +176,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         from ..resume.prepare import prepare_resume
 
         prepared = prepare_resume(world, wrapper, session, opts.replay)
+        if getattr(world, "masked_records", lambda _s: 0)(session.id):
+            opts.notice(f"dh: session {session.id} came from a world that masks credentials: "
+                        "the harness sees *** where the records held what looked like a secret")
         session = world.get_session(session.id)
         if prepared.turn_complete and opts.headless and not prompt and not prepared.repairs:
             # e.g. dh was killed and the harness finished its turn on its own: a resume would
@@ -154,6 +193,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
             argv = original
         else:
             text = prompt or (opts.continue_prompt if opts.headless else None)
+            check_native_id(wrapper, session.harness_session_id)
             argv = wrapper.resume_args(original, session.harness_session_id, session.native_path,
                                        text, opts.headless)
         world.add_event(session.id, "resume", {"argv": redact_args(argv), "by": "dh resume",
@@ -161,7 +201,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
                     f"call(s) kept, {len(prepared.repairs)} repaired)")
         supervisor.session = session
-        return supervisor.run(argv)
+        return _still_logged(world, supervisor.run(argv))
 
 
 def default_env() -> dict[str, str]:

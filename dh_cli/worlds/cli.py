@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import output
+from ..errors import UsageError
 from .local import LocalWorld
 from .sync import SyncReport, open_remote, pull, push, status
 
@@ -34,6 +35,13 @@ def _summary(report: SyncReport, json_: bool) -> None:
     if json_:
         output.print_json(report.to_dict())
         return
+    for sync in report.sessions:
+        for item in sync.diverged:  # both copies went on: neither is dropped nor spliced
+            where = "this machine's copy stored in the world" if report.direction == "push" \
+                else "the world's copy stored here"
+            kept = (f"{where} as generation {item['generation']}" if item["generation"] is not None
+                    else "both copies were kept before")
+            output.note(f"dh: session {sync.session_id} diverged ({item['relpath']}): {kept}")
     verb = "pushed to" if report.direction == "push" else "pulled from"
     output.out.print(f"{verb} {report.world}: {report.records:,} record(s) and {report.events:,} event(s)"
                      f" added, {report.changed} of {len(report.sessions)} session(s) changed,"
@@ -83,3 +91,24 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
         return
     output.table(None, ["session", "harness", "status", "local records", "server records"],
                  [[r.session_id, r.harness, r.status, r.local_records, r.server_records] for r in rows])
+
+
+@app.command("records")
+def records_command(world: WorldArg,
+                    mode: Annotated[Optional[str], typer.Argument(help="masked (the default) or raw; none: show it")] = None,
+                    url: UrlOpt = None) -> None:
+    """Show or set how the world keeps the records pushed to it: `masked` (what looks like
+    a credential is replaced by *** before it leaves this machine) or `raw` (native bytes,
+    for a world the team trusts). A setting of the world: it holds for everyone's pushes.
+
+    Example:
+      $ dh world records postgres
+      $ dh world records postgres raw
+    """
+    remote = open_remote(world, url)
+    if mode is not None:
+        if mode not in ("masked", "raw"):
+            raise UsageError(f"unknown records mode {mode!r}", hint="masked or raw")
+        remote.set_records_mode(mode)
+    output.out.print(f"{getattr(remote, 'shown', world)}: records "
+                     f"{'masked' if remote.masks_records else 'raw'}", markup=False)

@@ -6,7 +6,9 @@ committed together, so a killed dh replays at most one batch and the replay is a
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
 import os
 import random
 import sqlite3
@@ -22,10 +24,11 @@ from typing import Iterator
 import lz4.block
 
 from .. import paths
-from ..errors import ConfigError, LogDbError, SessionNotFound, AmbiguousSession
+from ..errors import AmbiguousSession, ConfigError, LogDbError, SessionNotFound
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
 from . import migrations
+from .local_places import LocalPlaces, check_ref  # noqa: F401 (check_ref: used by postgres.py)
 
 RECORD_COLUMNS = [f.name for f in fields(Record)]
 SOURCE_COLUMNS = [f.name for f in fields(Source)]
@@ -35,13 +38,46 @@ _INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
 )
 
 
+def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
+    if home:
+        conn.execute("INSERT OR REPLACE INTO places (session_id, home, cwd, decided_at)"
+                     " VALUES (?, ?, ?, ?)", [session_id, home, cwd, now_iso()])
+
+
 def _busy_timeout() -> float:
     value = os.environ.get("DH_DB_TIMEOUT", "30")
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:  # nan, inf, -1: no wait anyone can mean
         raise ConfigError(f"bad value for DH_DB_TIMEOUT: {value!r} is not a number of seconds",
-                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30") from None
+                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30")
+    return seconds
+
+
+@contextmanager
+def _migration_lock(db_path: Path):
+    """An exclusive lock beside the log while its schema is migrated: two dh processes
+    migrating one new log at once made one fail with `table ... already exists` (issue 14).
+    Waits up to DH_DB_TIMEOUT like any other busy write."""
+    folder = db_path.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + _busy_timeout()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LogDbError(f"the log {db_path} is being migrated by another dh",
+                                     hint="try again, or raise DH_DB_TIMEOUT") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _create_private(path: Path) -> bool:
@@ -83,14 +119,23 @@ def _decode_rows(rows: list[tuple]) -> list[bytes]:
 
 
 def decode_raw(data: bytes, codec: int | None) -> bytes:
-    if codec == LZ4:
-        return lz4.block.decompress(data)
-    if codec == DEFLATE:
-        return zlib.decompress(data, _WBITS)
+    """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
+    world) is one LogDbError, never bytes handed back as if they were native."""
+    try:
+        if codec == LZ4:
+            return lz4.block.decompress(data)
+        if codec == DEFLATE:
+            return zlib.decompress(data, _WBITS)
+    except (lz4.block.LZ4BlockError, zlib.error, ValueError) as exc:
+        raise LogDbError(f"a record's compressed bytes are damaged (codec {codec}: {exc})",
+                         hint="pull the session again from a good copy, or `dh log rm` it") from None
+    if codec not in (None, 0):
+        raise LogDbError(f"a record is stored with codec {codec!r}, which this dh does not know",
+                         hint="upgrade dh, or `dh log rm` the session")
     return bytes(data)
 
 
-class LocalWorld:
+class LocalWorld(LocalPlaces):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"
@@ -109,6 +154,8 @@ class LocalWorld:
 
     def _open(self, migrate: bool) -> None:
         new = _create_private(self.path)
+        info = os.stat(self.path)
+        self._identity = (info.st_dev, info.st_ino)
         self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
                                     check_same_thread=False)
         if new:
@@ -119,7 +166,9 @@ class LocalWorld:
             self.conn.execute("PRAGMA synchronous=NORMAL")
         self._check_not_newer()
         if migrate and migrations.pending(self.conn):
-            migrations.migration_set().apply(self.db)
+            with _migration_lock(self.path):  # one process migrates; the others then find none
+                if migrations.pending(self.conn):
+                    migrations.migration_set().apply(self.db)
 
     @property
     def db(self):
@@ -203,17 +252,43 @@ class LocalWorld:
 
     # sessions -----------------------------------------------------------------------------
     def create_session(self, harness: str, **values) -> Session:
+        with self._write():
+            return self._new_session(harness, **values)
+
+    def session_for_native(self, harness: str, native_id: str, home: str, path: str | None,
+                           **values) -> Session:
+        """The session of (harness, native id, home), or the one mirroring `path`, else a
+        new one: looked up and created in one write transaction, so parallel imports of
+        one native session make one session (issue 14: three imports made 46-49 of 40)."""
+        with self._write():
+            found = self.find_by_native(harness, native_id, home=home)
+            found = found or (self.find_by_path(harness, path) if path else None)
+            if found is None:
+                found = self._new_session(harness, harness_session_id=native_id, home=home,
+                                          native_path=path, **values)
+        return found
+
+    def _new_session(self, harness: str, **values) -> Session:
         now = now_iso()
         session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
                           created_at=now, updated_at=now, **values)
-        self._insert("sessions", session.to_dict())
+        row = session.to_dict()
+        self.conn.execute(f"INSERT INTO sessions ({', '.join(map(_column, row))})"
+                          f" VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        _decide_place(self.conn, session.id, session.home, session.cwd)
         return session
 
     def update_session(self, session_id: str, **values) -> None:
+        """Only this machine calls it (a pull goes through put_session): a home or cwd given
+        here is where the session lives on this machine (see confine.py)."""
         values["updated_at"] = now_iso()
         with self._write() as conn:
             conn.execute(f"UPDATE sessions SET {', '.join(f'{_column(k)} = ?' for k in values)}"
                          " WHERE id = ?", [*values.values(), session_id])
+            if "home" in values or "cwd" in values:
+                row = conn.execute("SELECT home, cwd FROM sessions WHERE id = ?", [session_id]).fetchone()
+                if row:
+                    _decide_place(conn, session_id, *row)
 
     def get_session(self, session_id: str) -> Session:
         row = self.conn.execute(
@@ -225,6 +300,7 @@ class LocalWorld:
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
+        check_ref(ref)
         rows = self.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ? OR"
             " harness_session_id = ? OR id LIKE ? ESCAPE '\\' OR harness_session_id LIKE ? ESCAPE '\\'",
@@ -240,11 +316,16 @@ class LocalWorld:
                                    hint="give more characters of the id")
         return Session(*matches[0])
 
-    def find_by_native(self, harness: str, native_id: str) -> Session | None:
+    def find_by_native(self, harness: str, native_id: str, home: str | None = None) -> Session | None:
+        """By the harness's own id; with `home`, only a session that lives in that harness
+        home on this machine (an import's identity is harness, native id and home)."""
+        where, args = "", []
+        if home is not None:
+            where = " AND id IN (SELECT session_id FROM places WHERE home IN (?, ?))"
+            args = [home, os.path.realpath(home)]
         row = self.conn.execute(
-            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE harness = ? AND harness_session_id = ?",
-            [harness, native_id],
-        ).fetchone()
+            f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE harness = ? AND harness_session_id = ?"
+            f"{where} ORDER BY created_at LIMIT 1", [harness, native_id, *args]).fetchone()
         return Session(*row) if row else None
 
     def list_sessions(self, harness: str | None = None) -> list[dict]:
@@ -269,7 +350,13 @@ class LocalWorld:
             return existing
         values = {"session_id": session_id, "kind": kind, "relpath": relpath, "path": path,
                   "updated_at": now_iso()}
-        self._insert("sources", values, "OR IGNORE")
+        with self._write() as conn:
+            conn.execute(f"INSERT OR IGNORE INTO sources ({', '.join(map(_column, values))})"
+                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
+            if path:  # the mirror found this file here: the one path of it dh trusts as read
+                conn.execute("INSERT OR REPLACE INTO mirrored_paths (source_id, path) SELECT id, ?"
+                             " FROM sources WHERE session_id = ? AND relpath = ?",
+                             [path, session_id, relpath])
         return self.get_source(session_id, relpath)
 
     def get_source(self, session_id: str, relpath: str) -> Source | None:

@@ -4,6 +4,7 @@ dies with its process, so a dh killed with SIGKILL never leaves a session locked
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ class SessionLock:
             raise NativeStateError(f"refusing session id {session_id!r} from the log",
                                    hint="a dh session id is letters and digits")
         self.path = folder / "locks" / f"{session_id}.lock"
+        self.what = f"session {session_id}"
         self.fd: int | None = None
 
     def acquire(self) -> "SessionLock":
@@ -30,7 +32,7 @@ class SessionLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another dh"
             os.close(fd)
-            raise SessionLocked(f"session {self.path.stem} is in use by dh (pid {holder})",
+            raise SessionLocked(f"{self.what} is in use by dh (pid {holder})",
                                 hint="wait for that dh to finish, or stop it") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -47,3 +49,23 @@ class SessionLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class NativeLock(SessionLock):
+    """A lock on the harness's own session (its id, or its file): two dh sessions that name
+    one native session (e.g. `dh run pi -- --session FILE` beside `dh resume`) never run
+    two harnesses on it. The file is named by a hash, so any id or path is safe here."""
+
+    def __init__(self, folder: Path, harness: str, key: str):
+        digest = hashlib.sha256(f"{harness}\0{key}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        self.path = folder / "locks" / f"native-{digest}.lock"
+        self.what = f"the {harness} session {key[:200]}"
+        self.fd = None
+
+
+def native_keys(native_id: str | None, native_path: str | None) -> list[str]:
+    """What names a native session: its id and its file (resolved), as either is known."""
+    keys = [f"id:{native_id}"] if native_id else []
+    if native_path:
+        keys.append(f"path:{os.path.realpath(native_path)}")
+    return sorted(keys)

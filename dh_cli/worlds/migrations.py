@@ -108,6 +108,19 @@ def m006_codecs(db: Database) -> None:
         {"id": 2, "name": "LZ4 block, uncompressed size first"},
     ], pk="id")
 
+@migration
+def m013_places(db: Database) -> None:
+    # Where a session lives on THIS machine (its harness home and cwd) and which file each
+    # source was mirrored from, as dh decided them here (dh run, dh import, an explicit
+    # adoption on resume). Never copied by a world push or pull: a session row pulled from a
+    # shared world carries the other machine's home, cwd and paths, which an attacker who can
+    # write to that world chooses (issue 14); confine.py trusts only these tables.
+    db["places"].create({"session_id": str, "home": str, "cwd": str, "decided_at": str},
+                        pk="session_id", not_null={"home"})
+    db["mirrored_paths"].create({"source_id": int, "path": str}, pk="source_id",
+                                not_null={"path"})
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

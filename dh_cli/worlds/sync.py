@@ -23,6 +23,8 @@ from typing import Callable, Iterator
 from ..errors import UsageError
 from ..models import Source
 from .base import Mark, SessionMarks, World
+from ..redact import mask_bytes
+from .diverge import diverged, keep_both, masked_chunks
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
 REMOTE_WORLDS = ("postgres",)
@@ -32,9 +34,11 @@ def open_remote(name: str, url: str | None = None) -> World:
     """The world named on the command line (only `postgres` so far)."""
     if name not in REMOTE_WORLDS:
         raise UsageError(f"unknown world {name!r}", hint="the world to sync with is: postgres")
+    from ..config import load  # the settings are checked too (DH_WORLD=mars is an error)
     from .postgres import PostgresWorld  # psycopg loads only when a command needs it
 
-    return PostgresWorld(url)
+    configured = load().settings.postgres_url  # $DH_POSTGRES_URL…, else config.toml's postgres_url
+    return PostgresWorld(url or configured)
 
 
 @dataclass
@@ -45,6 +49,7 @@ class SessionSync:
     sources: int = 0  # sources new to the receiver
     records: int = 0  # records added
     events: int = 0  # events added
+    diverged: list = field(default_factory=list)  # {"relpath", "generation"}: both copies kept
 
 
 @dataclass
@@ -153,7 +158,8 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
         mark = have.get(source.relpath)
         result.sources += mark is None
         result.records += copy_source(src, dst, source, mark or Mark(),
-                                      src_marks.sources.get(source.relpath, Mark()), counter)
+                                      src_marks.sources.get(source.relpath, Mark()), counter,
+                                      result.diverged)
     result.events = dst.append_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0))
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
@@ -166,13 +172,23 @@ def _fresh(source: Source) -> Source:
 
 
 def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
-                counter: _Counter) -> int:
+                counter: _Counter, diverged_out: list | None = None) -> int:
     target = dst.put_source(_fresh(source))
+    masking = getattr(dst, "masks_records", False)  # a push to a world that masks credentials
+    same = mask_bytes if masking or getattr(src, "masks_records", False) else None
+    if diverged(src, source, sent, dst, target, have, same):  # never spliced: a generation
+        added, generation = keep_both(src, dst, source, target, have, sent, masking)
+        counter.add(added)
+        if diverged_out is not None:
+            diverged_out.append({"relpath": source.relpath, "generation": generation})
+        return added
     added = 0
     if have.last is not None and src.count_upto(source, have.last) > have.count:
         # Holes below the receiver's mark (rows lost or deleted there): re-send that part.
-        added += _send(dst, src.read_rows(source, upto=have.last, as_source_id=target.id), counter)
-    added += _send(dst, src.read_rows(source, after=have.last, as_source_id=target.id), counter)
+        added += _send(dst, masked_chunks(src.read_rows(source, upto=have.last, as_source_id=target.id),
+                                          masking), counter)
+    added += _send(dst, masked_chunks(src.read_rows(source, after=have.last, as_source_id=target.id),
+                                      masking), counter)
     # The receiver now holds everything the sender has of this source: take its progress too,
     # unless the receiver was already further along (it is mirroring the source itself).
     if have.position <= sent.position and (target.updated_at or "") < (source.updated_at or ""):
@@ -180,10 +196,22 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     return added
 
 
+def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
+    """Rows as they come, each compressed one decoded once first: a row from a world with an
+    unknown codec or damaged bytes stops the copy with one error, before it is stored."""
+    from .local import decode_raw
+
+    for rows in chunks:
+        for row in rows:
+            if row[4] is not None:
+                decode_raw(row[3], row[4])
+        yield rows
+
+
 def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
     """Append each chunk in its own transaction as it arrives: a kill loses one chunk at most."""
     added = 0
-    for rows in prefetched(chunks):
+    for rows in prefetched(checked(chunks)):
         added += dst.append_rows(rows)
         counter.add(len(rows))
     return added
@@ -239,9 +267,24 @@ def status(local: World, remote: World) -> list[SessionStatus]:
     out = []
     for sid in list(mine) + [s for s in theirs if s not in mine]:
         here, there = mine.get(sid), theirs.get(sid)
-        out.append(SessionStatus(sid, (here or there).harness, compare(here, there),
+        state = compare(here, there)
+        if here and there and state != "diverged" and _any_diverged(local, remote, here, there):
+            state = "diverged"
+        out.append(SessionStatus(sid, (here or there).harness, state,
                                  here.records if here else None, there.records if there else None))
     return out
+
+
+def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks) -> bool:
+    """Same key, different bytes (or a record spanning it) in any source both copies have."""
+    theirs = {s.relpath: s for s in remote.sources(here.session_id)}
+    same = mask_bytes if getattr(remote, "masks_records", False) else None
+    for source in local.sources(here.session_id):
+        other = theirs.get(source.relpath)
+        if other and diverged(local, source, here.sources.get(source.relpath, Mark()),
+                              remote, other, there.sources.get(source.relpath, Mark()), same):
+            return True
+    return False
 
 
 def compare(here: SessionMarks | None, there: SessionMarks | None) -> str:

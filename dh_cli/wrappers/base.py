@@ -143,11 +143,46 @@ def text_of(content) -> str:
     return "\n".join(parts)
 
 
+def first_record(path: Path, limit: int = 1 << 20):
+    """The first line of a regular file as a JSON object; None when it is not one;
+    `...` when the line is not complete yet (no newline within the limit)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            line = handle.readline(limit)
+        if not line.endswith(b"\n"):
+            return ... if len(line) < limit else None
+        obj = json.loads(line)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 class Wrapper:
     name: str = ""
     aliases: tuple[str, ...] = ()
     binary: str = ""
     source_kind: str = "jsonl"
+    # The shape of the harness's own session id: it goes on the harness's command line, and a
+    # transcript or a world chose it, so anything else is refused before it reaches an argv.
+    native_id_shape: re.Pattern = re.compile(r"(?!)")
+
+    def native_id_ok(self, native_id: str) -> bool:
+        return bool(self.native_id_shape.fullmatch(native_id))
+
+    def is_session_file(self, path: Path) -> bool:
+        """Whether the file starts with a record this harness writes first (`dh import`
+        refuses anything else: /etc/hostname, another harness's session). A file whose
+        first line is not complete yet (a harness still writing it) cannot tell: it may."""
+        first = first_record(path)
+        return first is ... or (first is not None and self.first_record_ok(first))
+
+    def first_record_ok(self, obj: dict) -> bool:
+        return isinstance(obj.get("type"), str)
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
 
@@ -62,8 +62,14 @@ def first_cwd(path: Path, max_lines: int = 50) -> str | None:
 
 class ClaudeWrapper(Wrapper):
     name = "claude-code"
+    native_id_shape = UUID_SHAPE  # a transcript's file name and sessionId
     aliases = ("claude",)
     binary = "claude"
+
+    def first_record_ok(self, obj: dict) -> bool:
+        # every row carries sessionId; older transcripts may start with a summary row
+        return isinstance(obj.get("type"), str) and (
+            "sessionId" in obj or obj["type"] in ("summary", "file-history-snapshot"))
 
     def home(self, env: dict | None = None) -> Path:
         return paths.claude_home(env)
@@ -197,7 +203,8 @@ class ClaudeWrapper(Wrapper):
         path is not passed; headless it needs a prompt."""
         groups, _ = self._split(original)
         flags = headless_flags(groups, SESSION_FLAGS, headless)
-        return [*flags, "--resume", native_id, *prompt_tail(prompt)]
+        # one word, `--resume=<id>` (commander takes it): an id can never be read as a flag
+        return [*flags, f"--resume={native_id}", *prompt_tail(prompt)]
 
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

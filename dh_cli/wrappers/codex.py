@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
+from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
                    text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
@@ -46,7 +46,11 @@ def _session_meta(path: Path) -> dict:
 
 class CodexWrapper(Wrapper):
     name = "codex"
+    native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
+
+    def first_record_ok(self, obj: dict) -> bool:
+        return obj.get("type") == "session_meta"  # a rollout starts with it
 
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def _row_order(row: dict) -> tuple:
 
 class OpenCodeWrapper(Wrapper):
     name = "opencode"
+    native_id_shape = re.compile(r"ses_[0-9A-Za-z]{12,64}")  # ses_ + 12 hex + 14 base62 today
     binary = "opencode"
     source_kind = "opencode"
 
@@ -194,10 +196,11 @@ class OpenCodeWrapper(Wrapper):
         post, _ = parse_argv(original[cut + 1:], self.value_flags)
         flags = kept_flags(pre, RESUME_DROP)
         if headless:
-            return [*flags, "run", *kept_flags(post, RESUME_DROP), "--session", native_id,
+            # `--session=<id>` as one word (yargs takes it): an id can never be read as a flag
+            return [*flags, "run", *kept_flags(post, RESUME_DROP), f"--session={native_id}",
                     *prompt_tail(prompt)]
         tui_prompt = ["--prompt", prompt] if prompt else []
-        return [*flags, *kept_flags(post, RESUME_DROP), *words, "--session", native_id,
+        return [*flags, *kept_flags(post, RESUME_DROP), *words, f"--session={native_id}",
                 *tui_prompt]
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

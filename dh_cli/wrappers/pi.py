@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 
@@ -47,7 +47,11 @@ def read_header(path: Path) -> dict:
 
 class PiWrapper(Wrapper):
     name = "pi"
+    native_id_shape = UUID_SHAPE  # the session header's id (UUIDv7)
     binary = "pi"
+
+    def first_record_ok(self, obj: dict) -> bool:
+        return obj.get("type") == "session"  # the header Pi writes first
 
     def home(self, env: dict | None = None) -> Path:
         return paths.pi_home(env)

@@ -1,0 +1,136 @@
+"""A session's lease in a shared world: one holder across machines (issue 14).
+
+`acquire` takes the lease when nobody holds it, when its heartbeat is older than its TTL, or
+when this very process already holds it; the epoch grows with each new holder (a fence for
+whoever builds takeover on it). While held, a thread renews the heartbeat every third of the
+TTL on its own connection; `release` deletes the row if the epoch is still ours."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+
+from ..errors import SessionLocked
+
+TTL_S = 60  # a holder that misses renewals this long (crash, lost network) gives the lease up
+
+
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown"
+
+
+@dataclass
+class Holder:
+    host: str
+    boot_id: str
+    pid: int
+
+    @classmethod
+    def me(cls) -> "Holder":
+        return cls(socket.gethostname(), boot_id(), os.getpid())
+
+
+_ACQUIRE = """
+    INSERT INTO dh.leases AS l (session_id, holder_host, holder_boot_id, holder_pid, epoch,
+                                heartbeat_at, ttl_s)
+    VALUES (%(sid)s, %(host)s, %(boot)s, %(pid)s, 1, now(), %(ttl)s)
+    ON CONFLICT (session_id) DO UPDATE SET holder_host = EXCLUDED.holder_host,
+        holder_boot_id = EXCLUDED.holder_boot_id, holder_pid = EXCLUDED.holder_pid,
+        epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s
+    WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now()
+       OR (l.holder_host, l.holder_boot_id, l.holder_pid) = (EXCLUDED.holder_host,
+           EXCLUDED.holder_boot_id, EXCLUDED.holder_pid)
+    RETURNING epoch"""
+
+
+class Lease:
+    def __init__(self, world, session_id: str, ttl_s: int = TTL_S):
+        self.world, self.session_id, self.ttl_s = world, session_id, ttl_s
+        self.holder, self.epoch = Holder.me(), None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> "Lease":
+        args = {"sid": self.session_id, "host": self.holder.host, "boot": self.holder.boot_id,
+                "pid": self.holder.pid, "ttl": self.ttl_s}
+        rows = self.world._rows(_ACQUIRE, args)
+        if not rows:
+            raise self._held_elsewhere()
+        self.epoch = rows[0][0]
+        self._thread = threading.Thread(target=self._renew, name="dh-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _held_elsewhere(self) -> SessionLocked:
+        rows = self.world._rows("SELECT holder_host, holder_pid, ceil(extract(epoch FROM heartbeat_at"
+                                " + make_interval(secs => ttl_s) - now())) FROM dh.leases WHERE"
+                                " session_id = %s", [self.session_id])
+        host, pid, left = rows[0] if rows else ("another machine", "?", self.ttl_s)
+        return SessionLocked(f"session {self.session_id} is held in the world by dh on {host} "
+                             f"(pid {pid}); its lease is live for {int(left or 0)} more s",
+                             hint="wait for it to finish, or for its lease to lapse")
+
+    def _renew(self) -> None:
+        from .postgres import PostgresWorld
+
+        try:
+            mine = PostgresWorld(self.world.url, migrate=False)
+        except Exception:  # the lease then lapses on its own after its TTL
+            return
+        try:
+            while not self._stop.wait(self.ttl_s / 3):
+                mine._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
+                           " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
+        except Exception:
+            pass
+        finally:
+            mine.close()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.epoch is not None:
+            self.world._rows("DELETE FROM dh.leases WHERE session_id = %s AND epoch = %s"
+                             " RETURNING 1", [self.session_id, self.epoch])
+            self.epoch = None
+
+    def release_and_close(self) -> None:
+        try:
+            self.release()
+        finally:
+            self.world.close()
+
+    def __enter__(self) -> "Lease":
+        return self if self.epoch is not None else self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def hold_and_pull(local, world_name: str, ref: str, url: str | None = None):
+    """`dh resume --world`: find the session in the world, take its lease (refused while
+    another holder's is live), then pull it. (session id, records added or None, where from,
+    the lease; release it, which also closes the world, when the resume ends)."""
+    from ..resume.relocate import _moved_here
+    from .sync import open_remote, pull
+
+    remote = open_remote(world_name, url)
+    try:
+        found = remote.find_session(ref)
+        lease = Lease(remote, found.id).acquire()
+    except BaseException:
+        remote.close()
+        raise
+    try:
+        added = None if _moved_here(local, found.id) else pull(remote, local, [found.id]).records
+    except BaseException:
+        lease.release_and_close()
+        raise
+    return found.id, added, getattr(remote, "shown", remote.name), lease
