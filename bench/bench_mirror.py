@@ -53,6 +53,10 @@ def cpu_now() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def sys_now() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 COMMITS: list[tuple[float, list]] = []
 
 
@@ -97,16 +101,16 @@ def run(rate: float, seconds: float, profile: bool) -> dict:
     time.sleep(0.5)
     env = {"DH_WRITER_RATE": str(rate), "DH_WRITER_RECORDS": str(int(rate * seconds)),
            "PATH": "/usr/bin:/bin"}
-    cpu, wall = cpu_now(), time.perf_counter()
+    cpu, wall, kernel = cpu_now(), time.perf_counter(), sys_now()
     subprocess.run([sys.executable, str(WRITER), "--session", str(native)], env=env, check=True)
     time.sleep(0.3)
-    cpu, wall = cpu_now() - cpu, time.perf_counter() - wall
+    cpu, wall, kernel = cpu_now() - cpu, time.perf_counter() - wall, sys_now() - kernel
     mirror.stop()
     records = int(rate * seconds)
     delays = lags()
     shutil.rmtree(work)
     return {"records": records, "committed": len(delays), "cpu_s": cpu, "wall_s": wall,
-            "cpu_us": cpu / records * 1e6, "core_pct": cpu / wall * 100,
+            "cpu_us": cpu / records * 1e6, "kernel_share": kernel / cpu if cpu else 0.0, "core_pct": cpu / wall * 100,
             "lag_p50_ms": pct(delays, .5) * 1000, "lag_p99_ms": pct(delays, .99) * 1000}
 
 
@@ -136,7 +140,7 @@ def main() -> None:
     floor = commit_floor(pi_load_lines(min(result["records"], 5000)))
     print(f"live mirror, one session at {args.rate:g} records/s for {args.seconds:g} s: "
           f"{result['committed']}/{result['records']} committed; dh CPU {result['cpu_us']:.0f} us per "
-          f"record ({result['core_pct']:.1f} % of a core); lag p50 {result['lag_p50_ms']:.1f} ms, "
+          f"record ({result['core_pct']:.1f} % of a core, {result['kernel_share'] * 100:.0f} % of it in the kernel); lag p50 {result['lag_p50_ms']:.1f} ms, "
           f"p99 {result['lag_p99_ms']:.1f} ms")
     print(f"floor (bare loop, one SQLite commit per record, same run): {floor['cpu_us']:.0f} us CPU "
           f"per record ({floor['wall_us']:.0f} us wall); dh/floor: {result['cpu_us'] / floor['cpu_us']:.1f}x")

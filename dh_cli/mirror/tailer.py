@@ -12,7 +12,6 @@ import os
 import stat
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..models import Source
 from ..util import short_hash
@@ -34,17 +33,49 @@ class TailResult:
 
 
 def fingerprint(fd: int, offset: int) -> tuple[str, str]:
-    head = os.pread(fd, min(SPAN, offset), 0)
-    start = max(0, offset - SPAN)
-    tail = os.pread(fd, offset - start, start)
+    head, tail = ends(fd, offset)
     return short_hash(head), short_hash(tail)
 
 
-def _same_prefix(fd: int, size: int, source: Source) -> str | None:
+def ends(fd: int, offset: int) -> tuple[bytes, bytes]:
+    """The first and the last SPAN bytes before `offset`: what the fingerprint is made of."""
+    start = max(0, offset - SPAN)
+    return os.pread(fd, min(SPAN, offset), 0), os.pread(fd, offset - start, start)
+
+
+class Fingerprint:
+    """The committed prefix's ends as this tailer last committed them. A live mirror syncs
+    many times a second: comparing the ends with these bytes costs two short reads, where
+    hashing them again cost 20 us per sync (a tenth of a live sync's CPU at 200 records/s).
+    Until the tailer has committed once, the hashes in the log are the reference."""
+
+    def __init__(self):
+        self.ends: tuple[bytes, bytes] | None = None
+        self.head_hash: str | None = None
+
+    def matches(self, fd: int, source: Source) -> bool:
+        now = ends(fd, source.offset)
+        if self.ends is not None:
+            return now == self.ends
+        if (source.head_hash, source.tail_hash) != (short_hash(now[0]), short_hash(now[1])):
+            return False
+        self.ends, self.head_hash = now, source.head_hash
+        return True
+
+    def update(self, fd: int, offset: int) -> tuple[str, str]:
+        """Read the new ends after `offset` moved; their (head, tail) hashes for the log."""
+        head, tail = ends(fd, offset)
+        if self.ends is None or head != self.ends[0]:
+            self.head_hash = short_hash(head)  # the head stops changing past SPAN bytes
+        self.ends = (head, tail)
+        return self.head_hash, short_hash(tail)
+
+
+def _same_prefix(fd: int, size: int, source: Source, known: Fingerprint) -> str | None:
     """Why the committed prefix no longer matches, or None when it still does."""
     if size < source.offset:
         return "shrunk"
-    if (source.head_hash, source.tail_hash) != fingerprint(fd, source.offset):
+    if not known.matches(fd, source):
         return "prefix_changed"
     return None
 
@@ -53,11 +84,11 @@ class Tailer:
     def __init__(self, world, wrapper: Wrapper, source: Source):
         self.world, self.wrapper, self.source = world, wrapper, source
         self.last_msg: str | None = world.last_msg_id(source.id)
+        self.known = Fingerprint()
 
     def sync(self) -> TailResult:
-        path = Path(self.source.path)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the mirror
+            fd = os.open(self.source.path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the mirror
         except FileNotFoundError:
             if self.source.inode is None:  # not written yet (e.g. a harness still starting)
                 return TailResult(missing=True)
@@ -86,7 +117,7 @@ class Tailer:
             events.append(("source_back", {"path": self.source.relpath}))
             self.source.status = "live"
         check = self.source.offset and self.source.kind != "file"
-        reason = _same_prefix(fd, info.st_size, self.source) if check else None
+        reason = _same_prefix(fd, info.st_size, self.source, self.known) if check else None
         if check and not reason and self.source.inode not in (None, info.st_ino) \
                 and not self._prefix_is_logged(fd):
             reason = "replaced"  # a new file whose bytes differ between the sampled ends
@@ -115,6 +146,7 @@ class Tailer:
         details = {"path": self.source.relpath, "reason": reason, "old_generation": old,
                    "old_offset": self.source.offset, "new_size": size}
         self.source.generation, self.source.offset, self.source.pending = old + 1, 0, 0
+        self.known = Fingerprint()
         return ("source_rewritten", details)
 
     def _read_whole(self, fd: int, events: list) -> int:
@@ -171,7 +203,7 @@ class Tailer:
     def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list) -> int:
         self.source.offset, self.source.pending = pos, pending
         self.source.size = pos + pending
-        self.source.head_hash, self.source.tail_hash = fingerprint(fd, pos)
+        self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos)
         return self.world.commit(self.source, batch, events)
 
 

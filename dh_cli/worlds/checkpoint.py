@@ -1,27 +1,60 @@
-"""WAL checkpoints off the mirror's commit path.
+"""WAL checkpoints off the mirror's commit path, and a WAL that stays bounded.
 
 SQLite folds the WAL back into the database inside whichever commit crosses the threshold,
 and that fold (copy the frames, fsync the database) takes 100 ms or more: every few hundred
 commits the live mirror would stall while the harness keeps writing. The mirror's connection
-therefore turns automatic checkpoints off, and this thread, on a connection of its own, runs
-PASSIVE checkpoints (which never block a writer) after the mirror says it committed, at most
-once per `every` seconds. An idle session wakes it never."""
+therefore turns automatic checkpoints off, and this thread, on a connection of its own, folds
+the WAL in instead.
+
+It wakes only when a commit left the WAL file past `SOFT` bytes (one stat() per commit; an
+idle session wakes it never). Every connection of the log sets journal_size_limit to SOFT, so
+once a checkpoint has folded in every frame, the next commit restarts the WAL and cuts the file
+back to SOFT: past SOFT means "this much written since the last restart". A PASSIVE checkpoint
+(which never blocks a writer) is then enough while the log is quiet between commits. Under
+steady writes from many processes it never is: writers append while it runs, the WAL never
+restarts and grew without bound (216 MB in 11 s at 300 records/s). Past half the limit
+(DH_WAL_LIMIT_MB, 64 MB by default) the thread therefore runs a TRUNCATE checkpoint, which
+holds writers back for the few milliseconds the fold takes and leaves an empty WAL."""
 
 from __future__ import annotations
 
+import os
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
-EVERY = 1.0
+from ..errors import ConfigError
+
+EVERY = 1.0  # at most one PASSIVE checkpoint per second per process
+SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
+TRUNCATE_TRIES = 25  # each waits up to BUSY_MS for the writers: about half a second in all
+BUSY_MS = 20
+
+
+def wal_limit() -> int:
+    """The WAL size dh keeps under, in bytes (DH_WAL_LIMIT_MB, default 64)."""
+    value = os.environ.get("DH_WAL_LIMIT_MB", "64")
+    try:
+        megabytes = float(value)
+    except ValueError:
+        megabytes = -1.0
+    if megabytes < 8:
+        raise ConfigError(f"bad value for DH_WAL_LIMIT_MB: {value!r} is not a number of megabytes"
+                          " of at least 8", hint="unset it, or give megabytes, e.g. DH_WAL_LIMIT_MB=64")
+    return int(megabytes * (1 << 20))
 
 
 class Checkpointer:
-    def __init__(self, db_path: Path, every: float = EVERY):
-        self.db_path, self.every = db_path, every
+    def __init__(self, db_path: Path, every: float = EVERY, soft: int = SOFT,
+                 limit: int | None = None):
+        self.db_path, self.every, self.soft = db_path, every, soft
+        self.wal = f"{db_path}-wal"
+        self.truncate_at = (limit or wal_limit()) // 2  # room for what commits add meanwhile
         self.wanted = threading.Event()
         self.stopping = threading.Event()
-        self.checkpoints = 0
+        self.checkpoints = self.truncations = 0
         self.thread = threading.Thread(target=self._run, name="dh-checkpoint", daemon=True)
 
     def start(self) -> "Checkpointer":
@@ -29,8 +62,9 @@ class Checkpointer:
         return self
 
     def committed(self) -> None:
-        """Called by the writer after a commit: a checkpoint is due soon."""
-        self.wanted.set()
+        """Called by the writer after a commit: wake the thread if the WAL passed SOFT."""
+        if self._wal_size() > self.soft:
+            self.wanted.set()
 
     def stop(self) -> None:
         """Ask the thread to end, without waiting: a checkpoint under way finishes on its own
@@ -38,6 +72,12 @@ class Checkpointer:
         after a crash need not wait for its fsync."""
         self.stopping.set()
         self.wanted.set()
+
+    def _wal_size(self) -> int:
+        try:
+            return os.stat(self.wal).st_size
+        except OSError:
+            return 0
 
     def _run(self) -> None:
         conn = None
@@ -47,18 +87,41 @@ class Checkpointer:
                 if self.stopping.is_set():
                     return
                 self.wanted.clear()
-                conn = conn or sqlite3.connect(self.db_path, timeout=1, check_same_thread=False)
+                conn = conn or self._connect()
                 self._checkpoint(conn)
-                self.stopping.wait(self.every)
+                # a WAL still past half the limit is truncated again soon, else rest a while
+                self.stopping.wait(0.05 if self._wal_size() > self.truncate_at else self.every)
         finally:
             if conn is not None:
                 conn.close()
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.db_path, timeout=BUSY_MS / 1000, check_same_thread=False)
+        conn.execute(f"PRAGMA journal_size_limit={self.soft}")
+        return conn
+
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        if self._wal_size() > self.truncate_at:
+            self._truncate(conn)
+        else:
+            self._run_pragma(conn, "PASSIVE")
+
+    def _truncate(self, conn: sqlite3.Connection) -> None:
+        """Fold in every frame and empty the WAL; retried often (like the writers ask for
+        their lock) so that many busy writers cannot starve it."""
+        for _ in range(TRUNCATE_TRIES):
+            if self._run_pragma(conn, "TRUNCATE") or self.stopping.is_set():
+                self.truncations += 1
+                return
+            time.sleep(random.random() * 0.004)
+
+    def _run_pragma(self, conn: sqlite3.Connection, mode: str) -> bool:
+        """True when the checkpoint ran to the end."""
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            busy = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()[0]
             self.checkpoints += 1
+            return not busy
         except sqlite3.Error:
             # Disk full or a busy checkpoint lock: the frames stay in the WAL, where readers
-            # see them, and the next checkpoint (or SQLite's own) folds them in.
-            pass
+            # see them, and the next checkpoint folds them in.
+            return False
