@@ -14,6 +14,7 @@ from typing import Callable
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
 from ..wrappers.base import NativeSession, NativeSource, Wrapper
+from .parse_pool import parsing_elsewhere
 from .session import SessionMirror
 
 # How deep a native file sits below its harness home, and the folder name at the top.
@@ -88,7 +89,8 @@ def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session,
     session = log_session_for(world, wrapper, native)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
-    result = mirror.sync()
+    with parsing_elsewhere(mirror, wrapper.name):  # a second process parses a large file
+        result = mirror.sync()
     return session, result.added, result.pending
 
 

@@ -85,6 +85,7 @@ class Tailer:
         self.world, self.wrapper, self.source = world, wrapper, source
         self.last_msg: str | None = world.last_msg_id(source.id)
         self.known = Fingerprint()
+        self.parser = None  # a ParsePool while a large import parses in a second process
 
     def sync(self) -> TailResult:
         try:
@@ -164,6 +165,10 @@ class Tailer:
         return self.world.commit(self.source, [record], events)
 
     def _read_lines(self, fd: int, events: list) -> tuple[int, int]:
+        take, rows = self._record, encode_rows
+        if self.parser is not None:  # the worker parses (mirror/parse_pool.py)
+            self.parser.begin(self.last_msg)
+            take, rows = _as_line, lambda batch: self.parser.submit(self.source, batch)
         with _Encoder(self, fd) as encoder:
             pos, batch, batch_bytes = self.source.offset, [], 0
             pending, scan_from = bytearray(), 0
@@ -172,39 +177,45 @@ class Tailer:
                 begin = 0
                 while (newline := pending.find(b"\n", max(scan_from, begin))) >= 0:
                     raw = bytes(pending[begin:newline + 1])
-                    batch.append(self._record(raw, pos))
+                    batch.append(take(raw, pos))
                     pos += len(raw)
                     batch_bytes += len(raw)
                     begin = newline + 1
                 del pending[:begin]
                 scan_from = len(pending)
                 if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
-                    encoder.submit(batch, pos, len(pending), events)
+                    encoder.submit(rows(batch), pos, len(pending), events)
                     batch, batch_bytes, events = [], 0, []
             if batch or events or self.source.pending != len(pending) or pos != encoder.offset:
-                encoder.submit(batch, pos, len(pending), events)
+                encoder.submit(rows(batch) if batch else batch, pos, len(pending), events)
         return encoder.added, len(pending)
 
     def _record(self, raw: bytes, offset: int) -> tuple:
         parsed = self.wrapper.parse(raw)
-        self._dedupe_usage(parsed)
+        self.last_msg = dedupe_usage(parsed, self.last_msg)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)
-
-    def _dedupe_usage(self, parsed) -> None:
-        """A message streamed as several rows (Claude: one per content block) carries its
-        usage on each; count it once, on the first row of the run."""
-        if parsed.turn_start:
-            self.last_msg = None
-        if parsed.msg_id and parsed.role == "assistant":
-            if parsed.msg_id == self.last_msg:
-                parsed.usage = None
-            self.last_msg = parsed.msg_id
 
     def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list) -> int:
         self.source.offset, self.source.pending = pos, pending
         self.source.size = pos + pending
         self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos)
         return self.world.commit(self.source, batch, events)
+
+
+def dedupe_usage(parsed, last_msg: str | None) -> str | None:
+    """A message streamed as several rows (Claude: one per content block) carries its usage
+    on each; count it once, on the first row of the run. Returns the new last message id."""
+    if parsed.turn_start:
+        last_msg = None
+    if parsed.msg_id and parsed.role == "assistant":
+        if parsed.msg_id == last_msg:
+            parsed.usage = None
+        last_msg = parsed.msg_id
+    return last_msg
+
+
+def _as_line(raw: bytes, offset: int) -> tuple[int, bytes]:
+    return offset, raw
 
 
 class _Encoder:
@@ -221,8 +232,10 @@ class _Encoder:
         self.waiting: Future | tuple | None = None
         self.pool: ThreadPoolExecutor | None = None
 
-    def _commit(self, batch: list, pos: int, pending: int, events: list) -> int:
-        return self.tailer._commit(self.fd, encode_rows(batch), pos, pending, events)
+    def _commit(self, rows: list | Future, pos: int, pending: int, events: list) -> int:
+        if isinstance(rows, Future):  # parsed and encoded by the worker process
+            rows, self.tailer.last_msg = rows.result()
+        return self.tailer._commit(self.fd, rows, pos, pending, events)
 
     def _flush(self) -> None:
         if self.waiting is not None:
