@@ -12,9 +12,12 @@ once a checkpoint has folded in every frame, the next commit restarts the WAL an
 back to SOFT: past SOFT means "this much written since the last restart". A PASSIVE checkpoint
 (which never blocks a writer) is then enough while the log is quiet between commits. Under
 steady writes from many processes it never is: writers append while it runs, the WAL never
-restarts and grew without bound (216 MB in 11 s at 300 records/s). Past half the limit
-(DH_WAL_LIMIT_MB, 64 MB by default) the thread therefore runs a TRUNCATE checkpoint, which
-holds writers back for the few milliseconds the fold takes and leaves an empty WAL.
+restarts and grew without bound (216 MB in 11 s at 300 records/s). Past a quarter of the
+limit (DH_WAL_LIMIT_MB, 64 MB by default) the thread therefore runs a TRUNCATE checkpoint,
+which holds writers back for the few milliseconds the fold takes and leaves an empty WAL. A
+quarter, not a half: 128 sessions commit 32 MB of WAL a second (16 KiB pages, 3-4 pages a
+commit), and on a saturated machine the TRUNCATE may need a second to find no reader left
+(at half the limit, bench_load.py's 128 sessions saw a 93 MB WAL).
 
 Every supervising dh has such a thread, and 32 of them checkpointing the same log at once
 kept SQLite's checkpoint lock taken for good, so that no TRUNCATE ever got it (the WAL reached
@@ -58,7 +61,7 @@ class Checkpointer:
         self.db_path, self.every, self.soft = db_path, every, soft
         self.wal = f"{db_path}-wal"
         self.turn = Path(db_path).parent / "checkpoint.lock"
-        self.truncate_at = (limit or wal_limit()) // 2  # room for what commits add meanwhile
+        self.truncate_at = (limit or wal_limit()) // 4  # room for what commits add meanwhile
         self.wanted = threading.Event()
         self.stopping = threading.Event()
         self.checkpoints = self.truncations = 0
@@ -96,7 +99,7 @@ class Checkpointer:
                 self.wanted.clear()
                 conn = conn or self._connect()
                 self._take_turn(conn)
-                # a WAL still past half the limit is truncated again soon, else rest a while
+                # a WAL still past a quarter of the limit is truncated again soon, else rest a while
                 self.stopping.wait(0.05 if self._wal_size() > self.truncate_at else self.every)
         finally:
             if conn is not None:
