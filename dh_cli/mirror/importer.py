@@ -14,6 +14,7 @@ from typing import Callable
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
 from ..wrappers.base import NativeSession, NativeSource, Wrapper
+from ..worlds.checkpoint import fewer_checkpoints
 from .parse_pool import parsing_elsewhere
 from .session import SessionMirror
 
@@ -89,7 +90,8 @@ def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session,
     session = log_session_for(world, wrapper, native)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
-    with parsing_elsewhere(mirror, wrapper.name):  # a second process parses a large file
+    # a second process parses a large file; SQLite checkpoints less often meanwhile
+    with parsing_elsewhere(mirror, wrapper.name), fewer_checkpoints(world):
         result = mirror.sync()
     return session, result.added, result.pending
 

