@@ -219,12 +219,14 @@ def _as_line(raw: bytes, offset: int) -> tuple[int, bytes]:
 
 
 class _Encoder:
-    """Compresses and commits batch N on a helper thread (LZ4 and SQLite let go of the GIL)
-    while this thread parses batch N+1; one batch at a time, so batches are committed
-    strictly in order, each with its own offset. The thread is started only once a read
-    yields a second batch: a live sync (one small batch, many times a second) commits in
-    place instead of starting a thread each time. While a batch is on the helper thread,
-    this one does not touch the database (parsing needs none of it)."""
+    """Commits batch N on a helper thread (SQLite lets go of the GIL) while this thread
+    parses and compresses batch N+1 (or the worker process of mirror/parse_pool.py does;
+    with the compression on the commit thread, the insert waited for it); one batch at a
+    time, so batches are committed strictly in order, each with its own offset. The thread
+    is started only once a read yields a second batch: a live sync (one small batch, many
+    times a second) commits in place instead of starting a thread each time. While a batch
+    is on the helper thread, this one does not touch the database (parsing needs none of
+    it)."""
 
     def __init__(self, tailer: Tailer, fd: int):
         self.tailer, self.fd, self.added = tailer, fd, 0
