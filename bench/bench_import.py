@@ -2,9 +2,9 @@
 
 Prints ratios against baselines measured in the same run (this machine is noisy):
   import  vs. a raw in-process SQLite insert of the same lines in one transaction (goal ≥ 0.6×),
-          the median of --pairs pairs (raw insert, dh import) run back to back; the import as
-          dh runs it (a second process parses a file this large, mirror/parse_pool.py) and,
-          for reference, with everything parsed in this process (DH_PARSE_POOL_MB very high)
+          the median of --pairs pairs (raw insert, dh import) run back to back; the import with
+          a second process parsing (mirror/parse_pool.py, forced with DH_PARSE_POOL_MB=32; dh
+          itself uses it only while a core is spare) and with everything parsed in this process
   rebuild vs. `cp` of the native file (goal ≤ 1.5× cp's time)
   log size vs. the native bytes (goal ≤ 1.1×)
 Run: python bench/bench_import.py [--mb 100]"""
@@ -99,8 +99,9 @@ def main() -> None:
     log_size = db_bytes(world.path)
 
     print(f"import throughput / raw insert, median of {args.pairs} pairs: "
-          f"{statistics.median(ratios['pool']):.2f}x as dh runs it (goal >= 0.6); "
-          f"{statistics.median(ratios['in-process']):.2f}x parsed in this process")
+          f"{statistics.median(ratios['pool']):.2f}x with a second process parsing, "
+          f"{statistics.median(ratios['in-process']):.2f}x parsed in this process (goal >= 0.6; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"cp: {cp:.2f} s; dh rebuild: {rebuild:.2f} s; rebuild/cp: {rebuild / cp:.2f}x (goal <= 1.5)")
     print(f"  for reference: cp + fsync of the copy {cp_sync:.2f} s (rebuild fsyncs: "
           f"{rebuild / cp_sync:.2f}x of that); fetching the stored rows alone {rows_only:.2f} s "

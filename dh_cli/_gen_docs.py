@@ -61,7 +61,8 @@ ENVIRONMENT = [
     ("DH_WAL_LIMIT_MB", "The size the log's WAL is kept under while sessions are mirrored. "
                         "Default: 64 (at least 8)."),
     ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
-                         "in a second process. Default: 32."),
+                         "in a second process. Default: 32, and then only while a core is spare; "
+                         "set, it always does."),
     ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
     ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),
 ]
