@@ -39,11 +39,13 @@ from ..errors import ConfigError
 
 EVERY = 1.0  # at most one PASSIVE checkpoint per second per process
 SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
-# A TRUNCATE that waits (SQLite's busy handler) holds the write lock while it waits for
-# readers: 32 writers then stood still 20 ms per try, and bench_load.py's lag p99 went from
-# 0.3 s to 1.5 s. So it never waits: each try takes the locks only if they are free at once,
-# and gives them back at once if not; tries are a few ms apart, for about half a second.
-TRUNCATE_TRIES = 200
+# A TRUNCATE holds the write lock while it copies what is left and fsyncs: every try that
+# gets that lock holds all writers back for one fsync. A TRUNCATE that waited for readers (the
+# busy handler) held it 20 ms per try, and 200 quick tries a round held 32 writers back for
+# seconds (bench_load.py, 32 sessions: lag p99 7.5 s). So each try takes the locks only if
+# they are free at once and gives them back at once if not, and a round is 3 tries at most,
+# one round a second machine-wide (the turns below).
+TRUNCATE_TRIES = 3
 
 
 def wal_limit() -> int:
@@ -103,8 +105,7 @@ class Checkpointer:
                 self.wanted.clear()
                 conn = conn or self._connect()
                 self._take_turn(conn)
-                # a WAL still past a quarter of the limit is truncated again soon, else rest a while
-                self.stopping.wait(0.05 if self._wal_size() > self.truncate_at else self.every)
+                self.stopping.wait(self.every)
         finally:
             if conn is not None:
                 conn.close()
