@@ -14,15 +14,16 @@ back to SOFT: past SOFT means "this much written since the last restart". A PASS
 steady writes from many processes it never is: writers append while it runs, the WAL never
 restarts and grew without bound (216 MB in 11 s at 300 records/s). Past a quarter of the
 limit (DH_WAL_LIMIT_MB, 64 MB by default) the thread therefore runs a TRUNCATE checkpoint,
-which holds writers back for the few milliseconds the fold takes and leaves an empty WAL. A
-quarter, not a half: 128 sessions commit 32 MB of WAL a second (16 KiB pages, 3-4 pages a
-commit), and on a saturated machine the TRUNCATE may need a second to find no reader left
-(at half the limit, bench_load.py's 128 sessions saw a 93 MB WAL).
+which holds writers back for the fold and its fsync and leaves an empty WAL (a quarter: 128
+sessions commit some 32 MB of WAL a second, 16 KiB pages, 3-4 pages a commit).
 
-Every supervising dh has such a thread, and 32 of them checkpointing the same log at once
-kept SQLite's checkpoint lock taken for good, so that no TRUNCATE ever got it (the WAL reached
-203 MB in bench_load.py's 32 sessions). They therefore take turns: a thread that finds the
-machine-wide lock file `checkpoint.lock` (next to the log) held leaves the work to its holder."""
+Every supervising dh has such a thread; they take turns (the machine-wide lock file
+`checkpoint.lock` next to the log), so that 32 of them do not keep SQLite's checkpoint lock
+taken between them. Measured (bench_load.py): one session at 300 records/s for 5 minutes
+peaks at 22 MB of WAL (649 MB in 30 s before); 8 sessions at 200/s at 34-45 MB (2.5 GB
+before). With 32 and 128 writers it is not enough yet: 155-383 MB (513 MB and more before),
+because a TRUNCATE needs a moment with no reader on the WAL, which that many writers rarely
+leave."""
 
 from __future__ import annotations
 
