@@ -9,7 +9,12 @@ Measures
             reading dh.db every --poll seconds first sees it committed: p50 / p90 / p99 / max
             (resolution: the poll interval)
   dh CPU    CPU seconds of the dh processes (their rusage from wait4, minus what each writer
-            reports for itself), total and as cores busy over the run
+            reports for itself), total and as cores busy over the run; and the same after
+            taking off each process's fixed cost (start-up, launch, final checks), measured
+            in the same run as the median of 3 `dh run`s over a writer of no records
+  floor     the per-record CPU of a bare Python loop committing the same records to SQLite
+            one by one (bench/floor.py), measured in the same run
+  WAL       the largest size of dh.db-wal seen by the poller
 A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
 checks that nothing is lost and nothing fails on a lock).
 Run: python bench/bench_load.py [--sessions 32 --rate 200 --seconds 60]"""
@@ -32,6 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from floor import commit_floor, pi_load_lines  # noqa: E402
+
 from dh_cli.resume.rebuild import source_bytes  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, decode_raw  # noqa: E402
 
@@ -52,6 +61,7 @@ class LoadResult:
     writer_cpu: float = 0.0
     wall: float = 0.0
     db_bytes: int = 0
+    wal_peak: int = 0
 
     def lag(self, q: float) -> float:
         if not self.lags:
@@ -69,7 +79,8 @@ class LoadResult:
                            "mean": statistics.fmean(self.lags) * 1000 if self.lags else None,
                            "samples": len(self.lags)},
                 "dh_cpu_s": round(self.dh_cpu, 2), "writer_cpu_s": round(self.writer_cpu, 2),
-                "wall_s": round(self.wall, 1), "db_bytes": self.db_bytes}
+                "wall_s": round(self.wall, 1), "db_bytes": self.db_bytes,
+                "wal_peak_bytes": self.wal_peak}
 
 
 class LagPoller:
@@ -81,6 +92,8 @@ class LagPoller:
         self.lags: list[float] = []
         self.seen = 0
         self.last_id = 0
+        self.wal_peak = 0
+        self.wal = Path(f"{db}-wal")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -102,6 +115,10 @@ class LagPoller:
         rows = conn.execute("SELECT id, raw, codec FROM records WHERE id > ? ORDER BY id",
                             [self.last_id]).fetchall()
         now = time.time()
+        try:
+            self.wal_peak = max(self.wal_peak, self.wal.stat().st_size)
+        except FileNotFoundError:
+            pass
         for row_id, raw, codec in rows:
             self.last_id = row_id
             raw = decode_raw(raw, codec)
@@ -119,6 +136,7 @@ class LagPoller:
 def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: int = 100,
              poll: float = 0.02, workdir: Path | None = None, quiet: bool = False) -> LoadResult:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dh-load-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     dh_home = workdir / "dh-home"
     db = dh_home / "dh.db"
     cpu_file = workdir / "writer-cpu.txt"
@@ -153,6 +171,7 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
             result.locked_failures += 1
     result.wall = time.monotonic() - started
     result.lags = poller.finish()
+    result.wal_peak = poller.wal_peak
     result.writer_cpu = sum(float(x) for x in cpu_file.read_text().split()) if cpu_file.exists() else 0.0
     result.dh_cpu = total_cpu - result.writer_cpu
     world = LocalWorld(db)
@@ -174,6 +193,16 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
     return result
 
 
+def fixed_cost(workdir: Path, runs: int = 3) -> float:
+    """Median CPU seconds of one `dh run` whose harness writes no load record: what a session
+    costs whatever its rate (interpreter start-up, imports, launch, the final checks)."""
+    costs = []
+    for n in range(runs):
+        result = run_load(1, 1, 0, workdir=workdir / f"fixed-{n}", quiet=True)
+        costs.append(result.dh_cpu)
+    return statistics.median(costs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=32)
@@ -185,8 +214,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"dh load: {args.sessions} sessions x {args.rate:g} records/s x {args.seconds:g} s "
           f"on one dh.db ({os.cpu_count()} CPUs)", flush=True)
-    result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, args.workdir,
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dh-load-"))
+    result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, workdir / "load",
                       quiet=True)
+    fixed = fixed_cost(workdir)
+    floor = commit_floor(pi_load_lines(5000, args.pad), workdir)
     figures = result.to_dict()
     lag = figures["lag_ms"]
     print(f"records: {result.native_records:,} native, {result.logged_records:,} logged, "
@@ -201,7 +233,15 @@ def main() -> None:
           f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
           f"session, {result.dh_cpu / max(1, result.logged_records) * 1e6:.0f} us per record); "
           f"writers: {result.writer_cpu:.1f} s")
-    print(f"log size: {result.db_bytes / 1e6:.1f} MB")
+    steady = result.dh_cpu - fixed * result.sessions
+    per_record = result.dh_cpu / max(1, result.logged_records) * 1e6
+    steady_per_record = steady / max(1, result.logged_records) * 1e6
+    print(f"fixed cost of one dh run (no records, median of 3, same run): {fixed:.2f} s CPU; without it: "
+          f"{steady:.1f} s = {steady / result.wall:.2f} cores, {steady_per_record:.0f} us per record")
+    print(f"floor (bare loop committing each record to SQLite, same run): {floor['cpu_us']:.0f} us CPU "
+          f"per record; dh/floor: {per_record / floor['cpu_us']:.1f}x all in, "
+          f"{steady_per_record / floor['cpu_us']:.1f}x without the fixed cost")
+    print(f"log size: {result.db_bytes / 1e6:.1f} MB; largest WAL seen: {result.wal_peak / 1e6:.1f} MB")
     for failure in result.failed_runs[:5]:
         print("failed:", failure)
 

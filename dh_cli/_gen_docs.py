@@ -58,6 +58,11 @@ ENVIRONMENT = [
     ("DH_CONTINUE_PROMPT", "The prompt dh sends when it resumes a headless session."),
     ("DH_REPLAY", "Replay classes, e.g. Bash=never,Read=safe."),
     ("DH_DB_TIMEOUT", "Seconds to wait for a busy log database. Default: 30."),
+    ("DH_WAL_LIMIT_MB", "The size the log's WAL is kept under while sessions are mirrored. "
+                        "Default: 64 (at least 8)."),
+    ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
+                         "in a second process. Default: 32, and then only while a core is spare; "
+                         "set, it always does."),
     ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
     ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),
 ]
@@ -67,6 +72,8 @@ FILES = [
                        "folder 0700), with dh.db-wal and dh.db-shm beside it."),
     ("$DH_HOME/locks/", "One lock file per session being run, so two dh processes never drive "
                         "one session."),
+    ("$DH_HOME/checkpoint.lock", "Taken in turn by the dh processes of the machine while one folds "
+                                 "the WAL back into the log."),
     ("$XDG_CONFIG_HOME/dh/config.toml", "Settings; see CONFIGURATION."),
     ("~/.claude/projects/", "Claude Code transcripts (read; rebuilt on resume when missing)."),
     ("~/.codex/sessions/", "Codex rollouts (read; rebuilt on resume when missing)."),

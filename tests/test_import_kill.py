@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from dh_cli.worlds.local import LocalWorld
 
 from .fakes.transcripts import write_claude_transcript
@@ -23,8 +25,8 @@ def log_content(dh_home) -> list[tuple]:
     return sorted(out)
 
 
-def run_import(home, dh_home, kill_after: float | None = None) -> int:
-    env = {**os.environ, "DH_HOME": str(dh_home)}
+def run_import(home, dh_home, kill_after: float | None = None, pool_mb: str = "32") -> int:
+    env = {**os.environ, "DH_HOME": str(dh_home), "DH_PARSE_POOL_MB": pool_mb}
     proc = subprocess.Popen([sys.executable, "-m", "dh_cli", "import", "claude", "--all",
                              "--home", str(home)], env=env, stdout=subprocess.DEVNULL)
     if kill_after is not None:
@@ -33,18 +35,21 @@ def run_import(home, dh_home, kill_after: float | None = None) -> int:
     return proc.wait()
 
 
-def test_killed_import_resumes_to_the_same_log(tmp_path):
+@pytest.mark.parametrize("pool_mb", ["32", "1"], ids=["in-process", "parse-pool"])
+def test_killed_import_resumes_to_the_same_log(tmp_path, pool_mb):
+    """pool_mb 1: every file is parsed by the second process (mirror/parse_pool.py)."""
     home = tmp_path / "claude"
     for n in range(3):
         write_claude_transcript(home / "projects" / "-home-dev-project" / f"{n:08d}-aaaa-bbbb-cccc-dddddddddddd.jsonl",
                                 12 << 20, seed=n)
     clean = tmp_path / "clean"
-    assert run_import(home, clean) == 0
+    assert run_import(home, clean, pool_mb="100000") == 0  # the reference: no worker at all
     expected = log_content(clean)
     killed = tmp_path / "killed"
-    codes = [run_import(home, killed, kill_after=delay) for delay in (0.3, 0.6, 0.9, 1.2)]
+    codes = [run_import(home, killed, kill_after=delay, pool_mb=pool_mb)
+             for delay in (0.3, 0.6, 0.9, 1.2)]
     assert -signal.SIGKILL in codes, "no kill landed while the import was running"
-    assert run_import(home, killed) == 0
+    assert run_import(home, killed, pool_mb=pool_mb) == 0
     assert log_content(killed) == expected
     total = sum(p.stat().st_size for p in home.rglob("*.jsonl"))
     assert sum(len(row[-1]) for row in expected) == total

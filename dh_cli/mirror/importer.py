@@ -15,6 +15,8 @@ from ..confine import check_native_id
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
+from ..worlds.checkpoint import fewer_checkpoints
+from .parse_pool import parsing_elsewhere
 from .session import SessionMirror
 
 # How deep a native file sits below its harness home, and the folder name at the top.
@@ -98,7 +100,9 @@ def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session,
     session = log_session_for(world, wrapper, native)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
-    result = mirror.sync()
+    # a second process parses a large file; SQLite checkpoints less often meanwhile
+    with parsing_elsewhere(mirror, wrapper.name), fewer_checkpoints(world):
+        result = mirror.sync()
     return session, result.added, result.pending
 
 

@@ -152,7 +152,7 @@ def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan
     event = ("source_moved", {"from": source.relpath, "to": relpath, "path": moved.path,
                               "generation": moved.generation, "records": changed})
     try:
-        world.commit(moved, records, [event])
+        world.commit(moved, records, [event], moved=True)
     except sqlite3.IntegrityError:  # the new relpath taken by another source of the session
         raise NativeStateError(f"cannot move {source.relpath!r} to {relpath!r}: the log already "
                                "has a source there") from None

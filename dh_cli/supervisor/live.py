@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..errors import LogDbError
+from ..mirror.pacing import Pacer
 from ..mirror.session import SessionMirror
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
@@ -39,6 +40,7 @@ class LiveMirror:
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.poll = POLL
+        self.pacer = Pacer()
         self._stop_r, self._stop_w = os.pipe()
         self.thread = threading.Thread(target=self._run, name="dh-mirror", daemon=True)
         self.checkpointer = Checkpointer(world_path)
@@ -75,6 +77,7 @@ class LiveMirror:
             try:
                 while not self.stop_event.is_set():
                     if watcher.wait(60.0, also=self._stop_r):
+                        self._gather(watcher)
                         self.wake.set()
             finally:
                 watcher.close()
@@ -88,6 +91,13 @@ class LiveMirror:
                     self.wake.set()
         except Exception:  # noqa: BLE001 - the polling fallback keeps mirroring
             return
+
+    def _gather(self, watcher) -> None:
+        """While records stream in, let a few arrive before waking the mirror (mirror/pacing.py):
+        the events that come meanwhile are drained, so the mirror wakes once for all of them."""
+        window = self.pacer.window()
+        if window > 0 and not self.stop_event.wait(window):
+            watcher.wait(0.0, also=self._stop_r)
 
     def _run(self) -> None:
         world, mirror, located, first = None, None, time.monotonic(), True
@@ -107,8 +117,8 @@ class LiveMirror:
                     elif time.monotonic() - located > RELOCATE:
                         self._track_new_files(world, mirror)  # e.g. Claude subagent transcripts
                         located = time.monotonic()
-                    if mirror and mirror.sync().added:
-                        self.last_progress = time.monotonic()
+                    if mirror:
+                        self._sync(mirror)
                     if self.failing:
                         self._recovered(world)
                 except (sqlite3.Error, LogDbError) as exc:
@@ -121,6 +131,12 @@ class LiveMirror:
             self.error = exc
         finally:
             _close(world)
+
+    def _sync(self, mirror: SessionMirror) -> None:
+        started = time.monotonic()
+        if mirror.sync().added:
+            self.last_progress = time.monotonic()
+            self.pacer.synced(self.last_progress - started)
 
     def _failed(self, exc: BaseException) -> None:
         if self.failing is None:

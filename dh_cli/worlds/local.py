@@ -27,12 +27,21 @@ from .. import paths
 from ..errors import AmbiguousSession, ConfigError, LogDbError, SessionNotFound
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
-from . import migrations
+from . import checkpoint, migrations
 from .local_places import LocalPlaces, check_ref  # noqa: F401 (check_ref: used by postgres.py)
 
 RECORD_COLUMNS = [f.name for f in fields(Record)]
 SOURCE_COLUMNS = [f.name for f in fields(Source)]
 SESSION_COLUMNS = [f.name for f in fields(Session)]
+# What a commit of the mirror changes in its source's row. Setting only these (not the session,
+# kind, relpath and path, which are indexed) keeps the (session_id, relpath) index page out of
+# every commit: 16 KiB less WAL and 23 % less CPU per live commit (66 -> 51 us, one record).
+PROGRESS_COLUMNS = ["generation", "offset", "size", "inode", "head_hash", "tail_hash",
+                    "pending", "status", "updated_at"]
+_UPDATE_PROGRESS = "UPDATE sources SET {} WHERE id = ?".format(
+    ", ".join(f'"{c}" = ?' for c in PROGRESS_COLUMNS))
+_UPDATE_SOURCE = "UPDATE sources SET {} WHERE id = ?".format(
+    ", ".join(f'"{c}" = ?' for c in SOURCE_COLUMNS[1:]))
 _INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
     ", ".join(RECORD_COLUMNS), ", ".join("?" * len(RECORD_COLUMNS))
 )
@@ -164,6 +173,9 @@ class LocalWorld(LocalPlaces):
         if os.access(self.path, os.W_OK):
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
+            # once a checkpoint has folded in the whole WAL, the next commit cuts the file
+            # back to this size (worlds/checkpoint.py relies on it to tell the WAL's growth)
+            self.conn.execute(f"PRAGMA journal_size_limit={checkpoint.SOFT}")
         self._check_not_newer()
         if migrate and migrations.pending(self.conn):
             with _migration_lock(self.path):  # one process migrates; the others then find none
@@ -373,21 +385,21 @@ class LocalWorld(LocalPlaces):
         ).fetchall()
         return [Source(*row) for row in rows]
 
-    def commit(self, source: Source, records: list[Record], events: list[tuple] = ()) -> int:
+    def commit(self, source: Source, records: list[Record], events: list[tuple] = (),
+               moved: bool = False) -> int:
         """Append records, save the source's new position and journal what happened to it
-        (`events`: (type, details) pairs), all in one transaction."""
+        (`events`: (type, details) pairs), all in one transaction. Only the progress columns
+        are saved, unless `moved` (the source got a new relpath or path)."""
         source.updated_at = now_iso()
+        columns, update = (SOURCE_COLUMNS[1:], _UPDATE_SOURCE) if moved else (
+            PROGRESS_COLUMNS, _UPDATE_PROGRESS)
         with self._write() as conn:
             before = conn.total_changes
             conn.executemany(_INSERT_RECORD, [record_row(r) for r in records])
             added = conn.total_changes - before
             for type_, details in events:
                 self._insert_event(conn, source.session_id, type_, details, None, "info")
-            conn.execute(
-                "UPDATE sources SET {} WHERE id = ?".format(
-                    ", ".join(f"{c} = ?" for c in SOURCE_COLUMNS[1:])),
-                [getattr(source, c) for c in SOURCE_COLUMNS[1:]] + [source.id],
-            )
+            conn.execute(update, [getattr(source, c) for c in columns] + [source.id])
         return added
 
     # records ------------------------------------------------------------------------------
