@@ -160,6 +160,7 @@ def log_rebuild(
 def log_rm(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when not on a terminal)")] = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Remove a session and its records from the log (the harness's own files stay).
 
@@ -172,6 +173,9 @@ def log_rm(
     world = LocalWorld()
     found = world.find_session(session)
     removed = remove_session(world, found, yes, sys.stdin.isatty(), typer.confirm)
+    if json_:
+        output.print_json({"removed": found.id, "records": removed})
+        return
     output.out.print(f"removed session {found.id} ({removed} record(s))", markup=False)
 
 

@@ -79,6 +79,11 @@ def mask(text: str) -> str:
     return text
 
 
+def may_hold_secret(data: bytes) -> bool:
+    """False when mask_bytes would surely leave data as it is (one regex, no decoding)."""
+    return bool(data) and _ANY.search(data.lower()) is not None
+
+
 def mask_bytes(data: bytes) -> bytes:
     """mask for native bytes (UTF-8; any other byte passes through unchanged)."""
     if not data or not _ANY.search(data.lower()):

@@ -97,6 +97,7 @@ def _invocations(tmp_path, session_id):
         "dh shim install": ["shim", "install", "--dir", str(tmp_path / "shims")],
         "dh shim list": ["shim", "list", "--dir", str(tmp_path / "shims")],
         "dh shim remove": ["shim", "remove", "--dir", str(tmp_path / "shims")],
+        "dh log rm": ["log", "rm", session_id, "--yes"],  # last: it removes the session
     }
 
 

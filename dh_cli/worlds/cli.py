@@ -96,7 +96,7 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
 @app.command("records")
 def records_command(world: WorldArg,
                     mode: Annotated[Optional[str], typer.Argument(help="masked (the default) or raw; none: show it")] = None,
-                    url: UrlOpt = None) -> None:
+                    url: UrlOpt = None, json_: JsonOpt = False) -> None:
     """Show or set how the world keeps the records pushed to it: `masked` (what looks like
     a credential is replaced by *** before it leaves this machine) or `raw` (native bytes,
     for a world the team trusts). A setting of the world: it holds for everyone's pushes.
@@ -110,5 +110,8 @@ def records_command(world: WorldArg,
         if mode not in ("masked", "raw"):
             raise UsageError(f"unknown records mode {mode!r}", hint="masked or raw")
         remote.set_records_mode(mode)
-    output.out.print(f"{getattr(remote, 'shown', world)}: records "
-                     f"{'masked' if remote.masks_records else 'raw'}", markup=False)
+    shown, now = getattr(remote, "shown", world), "masked" if remote.masks_records else "raw"
+    if json_:
+        output.print_json({"world": shown, "records": now})
+        return
+    output.out.print(f"{shown}: records {now}", markup=False)

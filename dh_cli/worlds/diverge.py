@@ -84,19 +84,21 @@ def mask_row_bytes(raw: bytes) -> bytes:
 
 def masked_chunks(chunks, masking: bool):
     """Stored rows with credentials masked in their native bytes (flag `masked` on each
-    row that changed), for a world that masks; the rows as they are otherwise."""
+    row that changed), for a world that masks; the rows as they are otherwise. A row whose
+    bytes hold no keyword of redact.py passes untouched without being decoded twice."""
     if not masking:
         yield from chunks
         return
-    from .local import encode_raw
+    from ..redact import may_hold_secret, mask_bytes
+    from .local import decode_raw, encode_raw
 
     for rows in chunks:
         out = []
         for row in rows:
-            raw = _decoded(row)
-            masked = mask_row_bytes(raw)
-            if masked != raw:
-                flags = ",".join(filter(None, [row[18], "masked"]))
-                row = row[:3] + encode_raw(masked) + row[5:18] + (flags,)
+            raw = row[3] if row[4] is None else decode_raw(row[3], row[4])
+            if may_hold_secret(raw):
+                masked = mask_bytes(raw)
+                if masked != raw:
+                    row = row[:3] + encode_raw(masked) + row[5:18] + (",".join(filter(None, [row[18], "masked"])),)
             out.append(row)
         yield out
