@@ -134,17 +134,47 @@ def log_rebuild(
         output.out.print(f"{item.status:9} {item.path} ({item.bytes} bytes)", markup=False)
 
 
+@app.command("schema")
+def log_schema() -> None:
+    """Show what the log's tables and views hold, with example queries.
+
+    Example:
+      $ dh log schema
+      $ sqlite-utils query "$(dh log status --path)" "select * from tool_calls"
+    """
+    from .logschema import text
+
+    output.out.print(text(), markup=False)
+
+
 @app.command("status")
-def log_status(json_: JsonOpt = False) -> None:
-    """Show where the log is and which schema migrations it has.
+def log_status(
+    json_: JsonOpt = False,
+    path: Annotated[bool, typer.Option("--path", help="Print only the log's path")] = False,
+) -> None:
+    """Show where the log is and which schema migrations it has (never creates it).
 
     Example:
       $ dh log status
     """
-    world = LocalWorld()
+    from . import paths
+
+    where = paths.db_path()
+    if path:
+        output.out.print(str(where), markup=False)
+        return
+    if not where.exists():
+        data = {"path": str(where), "exists": False, "applied": [], "pending": migrations.names(),
+                "sessions": 0}
+        if json_:
+            output.print_json(data)
+        else:
+            output.out.print(f"log: {where} (not created yet: dh creates it on first use)", markup=False)
+        return
+    world = LocalWorld(migrate=False)
     applied, pending = migrations.applied(world.conn), migrations.pending(world.conn)
-    data = {"path": str(world.path), "applied": applied, "pending": pending,
-            "sessions": len(world.list_sessions())}
+    data = {"path": str(world.path), "exists": True, "applied": applied, "pending": pending,
+            "sessions": world.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]}
     if json_:
         output.print_json(data)
         return

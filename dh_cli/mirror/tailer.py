@@ -53,6 +53,7 @@ class Tailer:
     def __init__(self, world, wrapper: Wrapper, source: Source):
         self.world, self.wrapper, self.source = world, wrapper, source
         self.last_msg: str | None = world.last_msg_id(source.id)
+        self.model: str | None = None  # the last model named, for usage rows that name none
 
     def sync(self) -> TailResult:
         path = Path(self.source.path)
@@ -126,7 +127,7 @@ class Tailer:
         if self.source.tail_hash is not None:
             self.source.generation += 1
             events.append(("source_rewritten", {"path": self.source.relpath, "reason": "changed"}))
-        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 13
+        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 15
         self.source.offset = self.source.size = len(data)
         self.source.tail_hash = digest
         return self.world.commit(self.source, [record], events)
@@ -163,6 +164,10 @@ class Tailer:
         usage on each; count it once, on the first row of the run."""
         if parsed.turn_start:
             self.last_msg = None
+        if parsed.model and not parsed.usage:
+            self.model = parsed.model
+        elif parsed.usage and not parsed.model:
+            parsed.model = self.model  # Codex names it in turn_context, not on token counts
         if parsed.msg_id and parsed.role == "assistant":
             if parsed.msg_id == self.last_msg:
                 parsed.usage = None

@@ -30,9 +30,62 @@ from . import migrations
 RECORD_COLUMNS = [f.name for f in fields(Record)]
 SOURCE_COLUMNS = [f.name for f in fields(Source)]
 SESSION_COLUMNS = [f.name for f in fields(Session)]
-_INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
-    ", ".join(RECORD_COLUMNS), ", ".join("?" * len(RECORD_COLUMNS))
-)
+# A stored row (RECORD_COLUMNS order, raw as stored with its codec) goes in as
+# (source_id, generation, offset, text, packed, codec, ...): see _storage(). The line lands in
+# `raw` only when SQLite's own json_valid() accepts it, so no JSON function over `raw` can
+# fail; everything else keeps its bytes in `packed`. session_id comes from the source's row.
+_AFTER_RAW = RECORD_COLUMNS[4:]
+_INSERT_RECORD = (
+    "INSERT OR IGNORE INTO records (session_id, source_id, generation, \"offset\", raw, packed, {})"
+    " VALUES ((SELECT session_id FROM sources WHERE id = ?1), ?1, ?2, ?3,"
+    " CASE WHEN json_valid(?4) THEN ?4 END,"
+    " CASE WHEN ?4 IS NULL THEN ?5 WHEN json_valid(?4) THEN NULL ELSE CAST(?4 AS BLOB) END, {})"
+).format(", ".join(_AFTER_RAW), ", ".join(f"?{i + 6}" for i in range(len(_AFTER_RAW))))
+# The stored bytes of a row, whichever column holds them (TEXT comes back as its UTF-8).
+STORED_RAW = "COALESCE(CAST(raw AS BLOB), packed)"
+
+
+def _select(prefix: str = "") -> str:
+    """RECORD_COLUMNS as a select list, raw as its stored bytes."""
+    return ", ".join(STORED_RAW.replace("raw", prefix + "raw").replace("packed", prefix + "packed")
+                     if c == "raw" else prefix + _column(c) for c in RECORD_COLUMNS)
+
+
+def _storage(row: tuple) -> tuple:
+    """A stored row as _INSERT_RECORD takes it: a line stored as written goes in as text
+    when it is UTF-8 without NUL (json_valid decides the rest), any other bytes as packed."""
+    raw, codec = row[3], row[4] or 0
+    if codec == 0 and b"\x00" not in raw:
+        try:
+            return row[:3] + (raw.decode("utf-8"), None, 0) + row[5:]
+        except UnicodeDecodeError:
+            pass
+    return row[:3] + (None, bytes(raw), codec) + row[5:]
+
+
+_WIDTH = len(RECORD_COLUMNS)
+
+
+def _insert_rows(conn, rows: list[tuple]) -> int:
+    """Insert stored rows, and index the search text a row carries after its columns (the
+    tailer's rows do: see wrappers/base.py search_text) in the same transaction. Only rows
+    added now are indexed: their ids are above the largest before the insert. Rows without
+    that text (pulled from another world) are parsed again to index them."""
+    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
+    before = conn.total_changes
+    conn.executemany(_INSERT_RECORD, [_storage(row[:_WIDTH]) for row in rows])
+    added = conn.total_changes - before
+    if not added:
+        return 0
+    if any(len(row) == _WIDTH for row in rows):
+        from .search import index_records
+
+        index_records(conn, top)
+    else:
+        from .search import INDEX_TEXT
+
+        conn.executemany(INDEX_TEXT, [row[:3] + (row[_WIDTH], top) for row in rows if row[_WIDTH]])
+    return added
 
 
 def _busy_timeout() -> float:
@@ -67,11 +120,12 @@ DEFLATE, LZ4 = 1, 2
 _WBITS = -12
 
 
-def encode_raw(raw: bytes) -> tuple[bytes, int | None]:
+def encode_raw(raw: bytes) -> tuple[bytes, int]:
+    """The bytes as stored, and their codec (0: as written, the one marker for that)."""
     if len(raw) < COMPRESS_MIN:
-        return raw, None
+        return raw, 0
     packed = lz4.block.compress(raw)
-    return (packed, LZ4) if len(packed) < len(raw) else (raw, None)
+    return (packed, LZ4) if len(packed) < len(raw) else (raw, 0)
 
 
 READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
@@ -291,9 +345,7 @@ class LocalWorld:
         (`events`: (type, details) pairs), all in one transaction."""
         source.updated_at = now_iso()
         with self._write() as conn:
-            before = conn.total_changes
-            conn.executemany(_INSERT_RECORD, [record_row(r) for r in records])
-            added = conn.total_changes - before
+            added = _insert_rows(conn, [record_row(r) for r in records])
             for type_, details in events:
                 self._insert_event(conn, source.session_id, type_, details, None, "info")
             conn.execute(
@@ -315,7 +367,7 @@ class LocalWorld:
             clauses.append("r.generation = ?")
             args.append(generation)
         cursor = self.conn.execute(
-            f"SELECT {', '.join('r.' + c for c in RECORD_COLUMNS)} FROM records r"
+            f"SELECT {_select('r.')} FROM records r"
             f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
             " ORDER BY o.rowid, r.generation, r.offset", args)
         for row in cursor:
@@ -334,7 +386,8 @@ class LocalWorld:
         and zlib let go of the GIL) while this one fetches the next rows; a session of one
         batch needs none."""
         cursor = self.conn.execute(
-            "SELECT raw, codec FROM records WHERE source_id = ? AND generation = ? ORDER BY offset",
+            f"SELECT {STORED_RAW}, codec FROM records WHERE source_id = ? AND generation = ?"
+            " ORDER BY offset",
             [source_id, generation])
         first, second = cursor.fetchmany(READ_ROWS), cursor.fetchmany(READ_ROWS)
         if not second:
@@ -468,9 +521,7 @@ class LocalWorld:
         """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one
         transaction; rows already present are skipped. Also the tests' bulk-insert helper."""
         with self._write() as conn:
-            before = conn.total_changes
-            conn.executemany(_INSERT_RECORD, rows)
-            return conn.total_changes - before
+            return _insert_rows(conn, rows)
 
     def append_records(self, source: Source, records: list[Record]) -> int:
         from .base import stored_rows
@@ -483,7 +534,7 @@ class LocalWorld:
         id the receiving world gave the source), so they can be appended there as they are."""
         clause, args = _position_range(after, upto)
         cursor = self.conn.execute(
-            f"SELECT ?, {', '.join(RECORD_COLUMNS[1:])} FROM records WHERE source_id = ?{clause}"
+            f"SELECT ?, {_select().split(', ', 1)[1]} FROM records WHERE source_id = ?{clause}"
             " ORDER BY generation, offset",
             [source.id if as_source_id is None else as_source_id, source.id] + args)
         while batch := cursor.fetchmany(chunk):
@@ -496,7 +547,7 @@ class LocalWorld:
             return []
         clause, args = _position_range(after, None)
         rows = self.conn.execute(
-            f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE source_id = ?{clause}"
+            f"SELECT {_select()} FROM records WHERE source_id = ?{clause}"
             " ORDER BY generation, offset LIMIT ?", [source.id] + args + [-1 if limit is None else limit])
         return [Record(*row[:3], decode_raw(row[3], row[4]), *row[4:]) for row in rows]
 
@@ -551,7 +602,7 @@ def encode_rows(rows: list[tuple]) -> list[tuple]:
     out = []
     for row in rows:
         raw, codec = encode_raw(row[3])
-        out.append(row[:3] + (raw, codec or 0) + row[5:])
+        out.append(row[:3] + (raw, codec) + row[5:])
     return out
 
 

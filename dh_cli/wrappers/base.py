@@ -355,4 +355,17 @@ def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw:
             parsed.model if usage else None, parsed.msg_id if usage else None,
             *((usage.get("input"), usage.get("output"), usage.get("cache_read"),
                usage.get("cache_write")) if usage else (None, None, None, None)),
-            epoch_ms(parsed.ts), ",".join(parsed.flags) or None)
+            epoch_ms(parsed.ts), ",".join(parsed.flags) or None,
+            ("error" if result.is_error else "ok") if result else None,
+            1 if parsed.turn_start else None, search_text(parsed))
+
+
+def search_text(parsed: Parsed) -> str | None:
+    """What `dh log search` finds a record by: its prose, tool inputs and tool outputs. Rides
+    after the row's columns, and the log indexes it with the record (see worlds/local.py)."""
+    parts = [parsed.text] if parsed.text else []
+    for call in parsed.tool_calls:
+        parts.append(call.name)
+        parts.append(call.input if isinstance(call.input, str) else json.dumps(call.input, ensure_ascii=False))
+    parts.extend(result.text for result in parsed.tool_results if result.text)
+    return "\n".join(parts) or None

@@ -86,6 +86,8 @@ class CodexWrapper(Wrapper):
             parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
                             "cache_read": usage.get("cached_input_tokens", 0),
                             "cache_write": usage.get("cache_write_input_tokens", 0)}
+        elif kind == "turn_context":  # the model of the turn's calls (token records lack it)
+            parsed.model = payload.get("model")
         elif kind == "compacted":
             parsed.kind = "compaction"
         return parsed
