@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from typing import Iterator
 
 from .logview import SessionView, build_view
 from .models import Session
@@ -20,8 +21,17 @@ FORMATS = ("md", "html", "jsonl")
 
 
 def export_session(world, session: Session, fmt: str) -> bytes:
+    return b"".join(export_stream(world, session, fmt))
+
+
+def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
+    """The export in pieces, so that writing it to stdout holds one piece at a time."""
     if fmt == "jsonl":
-        return b"".join(record.raw for record in world.records(session.id))
+        return (record.raw for record in world.records(session.id))
+    return iter([_rendered(world, session, fmt)])
+
+
+def _rendered(world, session: Session, fmt: str) -> bytes:
     view = build_view(world, session, full=True)
     marks = timeline(view.events)
     text = to_html(view, marks) if fmt == "html" else to_markdown(view, marks)

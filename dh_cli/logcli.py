@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from . import output, render
-from .export import export_session
+from .export import export_session, export_stream
 from .follow import follow
-from .logview import build_view
+from .logview import select_turns, stream_items, view_header
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
 from .util import atomic_write
@@ -35,21 +35,33 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 @app.command("list")
 def log_list(
     harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Show at most this many (the most recent)", min=1)] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only sessions active since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
+    cwd: Annotated[Optional[Path], typer.Option(help="Only sessions started in this folder or below it")] = None,
+    here: Annotated[bool, typer.Option("--here", help="Only sessions started in the current folder or below it")] = False,
+    state: Annotated[Optional[str], typer.Option(help="Only sessions in this state (e.g. finished, crashed, imported)")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """List the sessions in the log.
+    """List the sessions in the log, most recently active first.
 
     Example:
+      $ dh log list --limit 10
+      $ dh log list --here --since 3d
       $ dh log list --harness claude-code --json
     """
+    from .sessionlist import ListFilter, here as current, list_sessions, parse_since
     from .wrappers import get
 
-    name = get(harness).name if harness else None
-    sessions = LocalWorld().list_sessions(name)
+    folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)
+    wanted = ListFilter(get(harness).name if harness else None,
+                        parse_since(since) if since else None, folder, state, limit)
+    sessions = list_sessions(LocalWorld(), wanted)
     if json_:
         output.print_json(sessions)
     else:
-        render.session_table(sessions)
+        import shutil
+
+        render.session_list(sessions, output.is_terminal(), shutil.get_terminal_size().columns)
 
 
 @app.command("show")
@@ -58,11 +70,17 @@ def log_show(
     json_: JsonOpt = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
+    turn: Annotated[Optional[int], typer.Option("--turn", help="Show only this turn of the main conversation", min=1)] = None,
+    last: Annotated[Optional[int], typer.Option("--last", help="Show only the last N turns of the main conversation", min=1)] = None,
+    no_pager: Annotated[bool, typer.Option("--no-pager", help="Print straight to the terminal instead of through $PAGER (less -R)")] = False,
 ) -> None:
     """Show a session's timeline: turns, prompts, tool calls, tokens, crashes and resumes.
 
+    On a terminal the timeline is paged ($PAGER, else less -R), as git does.
+
     Example:
       $ dh log show 1m8k6p
+      $ dh log show 1m8k6p --last 2
       $ dh log show 1m8k6p --raw > transcript.jsonl
       $ dh log show 1m8k6p --follow
     """
@@ -74,11 +92,15 @@ def log_show(
     if follow:
         _follow(world, found.id, json_)
         return
-    view = build_view(world, found)
+    view = view_header(world, found)
+    items = select_turns(stream_items(world, found, events=view.events), turn, last)
     if json_:
-        output.print_json(view.to_dict())
-    else:
-        render.session_view(view)
+        output.stream_json(view.to_dict() | {"items": None}, "items", items)
+        return
+    with output.pager(not no_pager):
+        render.session_head(view)
+        render.session_items(items)
+        render.session_tail(view)
 
 
 def _follow(world, session_id: str, json_: bool) -> None:
@@ -104,11 +126,13 @@ def log_export(
       $ dh log export 1m8k6p --format md > session.md
     """
     world = LocalWorld()
-    data = export_session(world, world.find_session(session), format_.value)
+    found = world.find_session(session)
     if out is None:
-        sys.stdout.buffer.write(data)
+        for chunk in export_stream(world, found, format_.value):
+            sys.stdout.buffer.write(chunk)
         sys.stdout.buffer.flush()
     else:
+        data = export_session(world, found, format_.value)
         atomic_write(out, data)  # 0600: an export holds the whole conversation
         output.note(f"dh: wrote {out} ({len(data):,} bytes)")
 

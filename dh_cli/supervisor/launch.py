@@ -29,8 +29,14 @@ def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
     found = shutil.which(wrapper.binary, path=env.get("PATH"))
     if not found:
         raise HarnessNotFound(f"{wrapper.binary!r} not found on PATH for harness {wrapper.name}",
-                              hint=f"install it, or set DH_{wrapper.name.upper().replace('-', '_')}_BIN")
+                              hint=f"install it, or set {_bin_variable(wrapper)}")
     return [found]
+
+
+def _bin_variable(wrapper: Wrapper) -> str:
+    """The variable the README names for this harness's binary (DH_CLAUDE_BIN: the binary's
+    name, which is also one of the names find_binary reads)."""
+    return f"DH_{wrapper.binary.upper().replace('-', '_')}_BIN"
 
 
 def redact_args(args: list[str]) -> list[str]:
