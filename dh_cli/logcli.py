@@ -159,15 +159,18 @@ def log_rebuild(
 
 
 @app.command("schema")
-def log_schema() -> None:
+def log_schema(json_: JsonOpt = False) -> None:
     """Show what the log's tables and views hold, with example queries.
 
     Example:
       $ dh log schema
       $ sqlite-utils query "$(dh log status --path)" "select * from tool_calls"
     """
-    from .logschema import text
+    from .logschema import EXAMPLES, SCHEMA, text
 
+    if json_:
+        output.print_json({"schema": SCHEMA, "examples": [{"title": t, "sql": q} for t, q in EXAMPLES]})
+        return
     output.out.print(text(), markup=False)
 
 

@@ -92,6 +92,7 @@ def _invocations(tmp_path, session_id):
         "dh log show": ["log", "show", session_id],
         "dh log rebuild": ["log", "rebuild", session_id, "--to", str(tmp_path / "rebuilt")],
         "dh log status": ["log", "status"],
+        "dh log schema": ["log", "schema"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
     }
