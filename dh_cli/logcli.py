@@ -64,6 +64,35 @@ def log_list(
         render.session_list(sessions, output.is_terminal(), shutil.get_terminal_size().columns)
 
 
+@app.command("search")
+def log_search(
+    text: Annotated[str, typer.Argument(help="Words to find (every one must occur)")],
+    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only records since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many hits", min=1)] = 50,
+    json_: JsonOpt = False,
+) -> None:
+    """Search every session's prompts, answers, tool inputs and tool outputs.
+
+    Example:
+      $ dh log search "failing test"
+      $ dh log search migration --harness codex --since 3d --json
+    """
+    from .sessionlist import parse_since, short_prefixes
+    from .worlds.search import search
+    from .wrappers import get
+
+    world = LocalWorld()
+    hits = search(world.conn, text, get(harness).name if harness else None,
+                  parse_since(since) if since else None, limit)
+    if json_:
+        output.print_json([h.to_dict() for h in hits])
+        return
+    import shutil
+
+    render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
+
+
 @app.command("show")
 def log_show(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],

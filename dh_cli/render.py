@@ -84,6 +84,16 @@ def _clip(text: str, room: int, left: bool = False) -> str:
     return "…" + text[len(text) - room + 1:] if left else text[:room - 1] + "…"
 
 
+def search_hits(hits, prefixes: dict, width: int) -> None:
+    """One line per hit: which session, which turn, when, and the text around the words."""
+    if not hits:
+        output.note("no matches")
+        return
+    for hit in hits:
+        head = f"{prefixes.get(hit.session_id, hit.session_id)}  {hit.harness}  turn {hit.turn}  "
+        line(head + _clip(hit.snippet, max(20, width - len(head) - 1)))
+
+
 def write_raw(records) -> None:
     for record in records:
         sys.stdout.buffer.write(record.raw)

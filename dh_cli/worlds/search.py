@@ -60,3 +60,49 @@ def fts_query(text: str) -> str:
     colons or operators in what they typed are searched for, not parsed."""
     words = re.findall(r"\w+", text)
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+_HITS = f"""
+    SELECT r.session_id, s.harness, o.relpath, r.at, r.kind,
+           (SELECT COUNT(*) FROM records x WHERE x.source_id = r.source_id
+              AND x.generation = r.generation AND x.turn_start = 1 AND x."offset" <= r."offset"),
+           {STORED_RAW.replace('raw', 'r.raw').replace('packed', 'r.packed')}, r.codec
+    FROM record_text t JOIN records r ON r.id = t.rowid
+         JOIN sessions s ON s.id = r.session_id JOIN sources o ON o.id = r.source_id
+    WHERE record_text MATCH :query AND (:harness IS NULL OR s.harness = :harness)
+      AND (:since IS NULL OR r.at >= :since)
+    ORDER BY rank LIMIT :limit"""
+
+
+def search(conn: sqlite3.Connection, text: str, harness: str | None = None,
+           since: str | None = None, limit: int = 50) -> list[Hit]:
+    """Records whose text holds every word of `text`, best matches first (FTS5's bm25)."""
+    from ..errors import UsageError
+
+    query = fts_query(text)
+    if not query:
+        raise UsageError(f"nothing to search for in {text!r}", hint="give one or more words")
+    rows = conn.execute(_HITS, {"query": query, "harness": harness, "since": since,
+                                "limit": limit}).fetchall()
+    words = re.findall(r"\w+", text)
+    return [_hit(row, words) for row in rows]
+
+
+def _hit(row, words: list[str]) -> Hit:
+    session_id, harness, relpath, at, kind, turn, stored, codec = row
+    try:
+        found = search_text(get_wrapper(harness).parse(decode_raw(stored, codec))) or ""
+    except UnknownHarness:
+        found = ""
+    return Hit(session_id, harness, relpath, turn, at, kind, snippet(found, words))
+
+
+def snippet(text: str, words: list[str], width: int = 160) -> str:
+    """The part of `text` around the first of `words`, on one line."""
+    flat = " ".join(text.split())
+    lower = flat.lower()
+    spots = [i for i in (lower.find(w.lower()) for w in words) if i >= 0]
+    at = min(spots) if spots else 0
+    start = max(0, at - 24)  # a little context before the word, most of it after
+    piece = flat[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
