@@ -122,9 +122,11 @@ def log_show(
         _follow(world, found.id, json_)
         return
     view = view_header(world, found)
-    items = select_turns(stream_items(world, found, events=view.events), turn, last)
+    savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
+    items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
     if json_:
-        output.stream_json(view.to_dict() | {"items": None}, "items", items)
+        output.stream_json("items", items,
+                           lambda: {k: v for k, v in view.to_dict().items() if k != "items"})
         return
     with output.pager(not no_pager):
         render.session_head(view)

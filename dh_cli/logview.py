@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from .models import Parsed, Session
+from .pricing import Pricer, session_cost
 from .wrappers import get as get_wrapper
 from .wrappers.base import Wrapper
 
@@ -53,8 +54,12 @@ def crash_marks(events: list[dict]) -> list[dict]:
 
 
 class _Builder:
-    def __init__(self, wrapper: Wrapper, label: str, full: bool = False, crashes=(), turn: int = 0):
+    def __init__(self, wrapper: Wrapper, label: str, full: bool = False, crashes=(), turn: int = 0,
+                 pricer: Pricer | None = None):
         self.wrapper, self.label, self.turn, self.items = wrapper, label, turn, deque()
+        self.pricer = pricer or Pricer()
+        self.spent = 0.0  # what the calls so far cost: what a crash here would bill again
+        self.saved = 0.0  # what dh kept from being billed twice, summed over the crashes
         self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
         self.calls: dict[str, dict] = {}  # call id -> its item, until its result arrives
         self.roles: dict[str, str] = {}
@@ -121,8 +126,11 @@ class _Builder:
     def _mark_resume(self, p: Parsed) -> None:
         """The turn stopped here: the crash dh saw (if it saw one), then the resume."""
         crash = self.crashes.popleft() if self.crashes else None
+        kept = round(self.spent, 6) if crash else None  # dh resumed it: no finished call re-billed
+        self.saved += kept or 0.0
         self._emit("crash", p, text=crash["label"] if crash else "cut off (the harness stopped here)",
-                   at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None)
+                   at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None,
+                   saved_usd=kept)
         self._emit("resume", p, text="resumed", at=p.ts)
 
     def _emit(self, type_: str, p: Parsed, **extra) -> dict:
@@ -134,8 +142,10 @@ class _Builder:
         return item
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
+        cost = self.pricer.cost(p.model, usage, self.wrapper.usage_input_includes_cache)
+        self.spent += cost or 0.0
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
-                   stop_reason=p.stop_reason, tokens=usage)
+                   stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
 
     def _tool_call(self, call) -> None:
         if call.id in self.calls:
@@ -170,22 +180,29 @@ def _conversation(world, session_id: str, source, wrapper: Wrapper) -> Iterator[
 
 
 def stream_items(world, session: Session, full: bool = False,
-                 events: list[dict] | None = None) -> Iterator[dict]:
-    """The session's items in order, source by source, in flat memory."""
-    wrapper = get_wrapper(session.harness)
+                 events: list[dict] | None = None, savings: dict | None = None) -> Iterator[dict]:
+    """The session's items in order, source by source, in flat memory. `savings`, when
+    given, receives what dh's resumes kept from being billed again (once all is read)."""
+    wrapper, pricer = get_wrapper(session.harness), Pricer()
     events = events if events is not None else [asdict(e) for e in world.events(session.id)]
     crashes = crash_marks(events)
+    saved = 0.0
     for index, source in enumerate(world.sources(session.id)):
-        builder = _Builder(wrapper, source.relpath, full, crashes if index == 0 else ())
+        builder = _Builder(wrapper, source.relpath, full, crashes if index == 0 else (), 0, pricer)
         for p in _conversation(world, session.id, source, wrapper):
             builder.add(p)
             yield from builder.ready()
         yield from builder.rest()
+        saved += builder.saved
+    if savings is not None:
+        savings["saved_usd"] = round(saved, 6)
+        savings["crashes"] = len(crashes)
 
 
 def view_header(world, session: Session) -> SessionView:
     """Everything but the items: events, sources, token totals and the last turn's state."""
     view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
+    view.totals["cost"] = session_cost(world, session.id, session.harness)
     view.events = [asdict(e) for e in world.events(session.id)]
     sources = world.sources(session.id)
     view.sources = [_source_info(world, s) for s in sources]
@@ -234,7 +251,7 @@ def build_view(world, session: Session, full: bool = False) -> SessionView:
     """The session as data, items included; `full` keeps whole texts instead of one-line
     summaries."""
     view = view_header(world, session)
-    view.items = list(stream_items(world, session, full, view.events))
+    view.items = list(stream_items(world, session, full, view.events, view.totals["cost"]))
     return view
 
 

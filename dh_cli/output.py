@@ -57,20 +57,22 @@ def progress(label: str):
     return Progress(console=err, disable=not err.is_terminal, transient=True)
 
 
-def stream_json(head: dict, key: str, items: Iterable) -> None:
-    """`head` as a JSON object whose `key` is an array written item by item, so a reader of
-    any size prints in flat memory; the layout is print_json's."""
-    slot = "\u0000items\u0000"  # cannot occur in the head: JSON escapes NUL
-    body = json.dumps({**head, key: slot}, indent=2, ensure_ascii=False, default=str)
-    before, after = body.split(json.dumps(slot), 1)
+def stream_json(key: str, items: Iterable, rest) -> None:
+    """A JSON object whose `key` is an array written item by item (so a reader of any size
+    prints in flat memory), then the keys of `rest()`, called once the items are out (it may
+    hold what was learnt while they streamed). The layout is print_json's."""
     write = sys.stdout.write
-    write(before + "[")
+    write("{\n  " + json.dumps(key) + ": [")
     first = True
     for item in items:
         text = json.dumps(item, indent=2, ensure_ascii=False, default=str)
         write(("\n" if first else ",\n") + "    " + text.replace("\n", "\n    "))
         first = False
-    write(("\n  ]" if not first else "]") + after + "\n")
+    write("\n  ]" if not first else "]")
+    for name, value in rest().items():
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        write(",\n  " + json.dumps(name) + ": " + text.replace("\n", "\n  "))
+    write("\n}\n")
     sys.stdout.flush()
 
 

@@ -33,13 +33,13 @@ def _count(n: int) -> str:
 def _list_cells(s: dict, relative_times: bool, wide: bool) -> list[str]:
     from .sessionlist import relative
 
-    when = relative(s["last_activity"]) if relative_times else (s["last_activity"] or "-")[:16]
+    when = relative(s["last_activity"]) if relative_times else (s["last_activity"] or "-")[:10]
     t = s.get("tokens") or {}
     cells = [s["prefix"], s["harness"], state_label(s), when,
              _count(t.get("input", 0) + t.get("output", 0) + t.get("cache_read", 0)
                     + t.get("cache_write", 0))]
-    if s.get("cost") is not None:
-        cells.append(f"${s['cost']:.2f}")
+    if "cost" in s:
+        cells.append(money(s["cost"]))
     if wide:
         cells.append(_home_short(s.get("cwd") or "-"))
     return cells
@@ -57,7 +57,7 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     column joins on terminals of 120 columns or more)."""
     wide = width >= 120
     header = ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS"]
-    if any(s.get("cost") is not None for s in sessions):
+    if any("cost" in s for s in sessions):
         header.append("COST")
     header += ["CWD"] if wide else []
     rows = [_list_cells(s, relative_times, wide) for s in sessions]
@@ -112,13 +112,15 @@ def _item_line(item: dict) -> str:
     if kind == "assistant":
         return f"  assistant{mark}: {item['text']}"
     if kind == "model_call":
-        return "  model call " + _model_call(item)
+        cost = f" ({money(item['cost_usd'])})" if item.get("cost_usd") is not None else ""
+        return "  model call " + _model_call(item) + cost
     if kind == "tool_call":
         return f"  tool {item['tool']} [{item['status']}] {item['input']}"
     if kind == "flagged":
         return f"  ! flagged record ({', '.join(item['flags'])}) in {item['source']}"
     if kind == "crash":
-        return f"  ✗ {item['text']}" + (f" (attempt {item['attempt']})" if item.get("attempt") else "")
+        kept = f"; {money(item['saved_usd'])} of finished calls kept" if item.get("saved_usd") else ""
+        return f"  ✗ {item['text']}" + (f" (attempt {item['attempt']}{kept})" if item.get("attempt") else "")
     if kind == "resume":
         return f"  ↻ {item['text']}" + (f" at {item['at']}" if item.get("at") else "")
     return f"  {kind}: {item.get('text', '')}"
@@ -172,9 +174,27 @@ def session_tail(view: SessionView) -> None:
     t = view.totals
     line(f"tokens: {t['input']} in, {t['output']} out, {t['cache_read']} cache read, "
          f"{t['cache_write']} cache write over {t['model_calls']} model call(s)")
+    line(cost_line(t.get("cost") or {}))
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
     line(f"last turn: {state}{dangling}")
+
+
+def money(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+
+
+def cost_line(cost: dict) -> str:
+    text = f"cost: {money(cost.get('usd'))}"
+    if cost.get("unpriced_calls"):
+        text += (f" ({cost['unpriced_calls']} call(s) of a model the price table does not know:"
+                 f" {', '.join(cost['unpriced_models'])})")
+    if cost.get("crashes"):
+        text += f"; saved by resuming instead of re-billing after {cost['crashes']} crash(es): " \
+                f"{money(cost.get('saved_usd'))}"
+    return text
 
 
 def session_view(view: SessionView) -> None:

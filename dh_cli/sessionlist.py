@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
+from .pricing import Pricer, session_cost
 from .worlds.local import STORED_RAW, decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
@@ -49,11 +50,12 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
     if wanted.since:
         rows = [r for r in rows if r["last_activity"] >= wanted.since]
     rows = rows[:wanted.limit] if wanted.limit is not None else rows
-    prefixes = short_prefixes(world)
+    prefixes, pricer = short_prefixes(world), Pricer()
     for row in rows:
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = first_prompt(world, row["id"], row["harness"])
         row["tokens"] = world.token_totals(row["id"])
+        row["cost"] = session_cost(world, row["id"], row["harness"], pricer)["usd"]
     return rows
 
 

@@ -37,9 +37,10 @@ def several(tmp_path, run_dh):
 def test_list_fits_80_columns_one_line_per_session(several, run_dh, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     lines = run_dh("log", "list").stdout.splitlines()
-    assert lines[0].split() == ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS", "TITLE"]
+    assert lines[0].split() == ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS", "COST", "TITLE"]
     assert len(lines) == 1 + len(IMPORTS) and all(len(line) <= 80 for line in lines)
-    assert "Create the files." in lines[1]  # the title: the first prompt
+    assert "Create the file" in lines[1]  # the title: the first prompt (clipped to fit)
+    assert "$0.0007" in lines[1]  # 4 Claude calls priced (see test_cost.py)
     monkeypatch.setenv("COLUMNS", "160")
     wide = run_dh("log", "list").stdout.splitlines()
     assert "CWD" in wide[0].split() and all(len(line) <= 160 for line in wide)
@@ -116,7 +117,11 @@ def test_a_resumed_turn_is_one_turn_with_the_cut_marked_inside(resumed, run_dh):
     for type_, details, attempt, phase in CRASH_EVENTS:  # as dh journals a supervised crash
         world.add_event(sid, type_, details, attempt, phase)
     text = run_dh("log", "show", sid).stdout
-    assert "  ✗ crash: SIGKILL (attempt 1)" in text and "[turn 2]" not in text
+    assert "  ✗ crash: SIGKILL (attempt 1; $0.0002 of finished calls kept)" in text
+    assert "[turn 2]" not in text
+    # the one call finished before the kill was not billed again: 10 in, 5 out of Opus 4.8
+    saved = json.loads(run_dh("log", "show", sid, "--json").stdout)["totals"]["cost"]
+    assert saved["crashes"] == 1 and saved["saved_usd"] == pytest.approx(10 * 5e-6 + 5 * 25e-6)
 
 
 def test_turn_and_last_select_turns(tmp_path, run_dh):

@@ -148,6 +148,9 @@ class Wrapper:
     aliases: tuple[str, ...] = ()
     binary: str = ""
     source_kind: str = "jsonl"
+    # the harness's input token count already holds its cached tokens (OpenAI's convention);
+    # Anthropic's, and the harnesses that report that way, count them apart
+    usage_input_includes_cache: bool = False
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:

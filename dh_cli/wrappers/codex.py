@@ -47,6 +47,7 @@ def _session_meta(path: Path) -> dict:
 class CodexWrapper(Wrapper):
     name = "codex"
     binary = "codex"
+    usage_input_includes_cache = True  # OpenAI's input_tokens counts cached_input_tokens too
 
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)
