@@ -14,6 +14,7 @@ from .logview import select_turns, stream_items, view_header
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
 from .util import atomic_write
+from .errors import UsageError
 from .worlds import migrations
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
@@ -147,10 +148,12 @@ def _follow(world, session_id: str, json_: bool) -> None:
 @app.command("export")
 def log_export(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
-    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (one self-contained page) or jsonl (the native records)")] = ExportFormat.md,
-    out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout")] = None,
+    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages) or jsonl (the native records)")] = ExportFormat.md,
+    out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout; an HTML export of many turns also writes NAME-2.html, NAME-3.html ... next to it")] = None,
+    page: Annotated[int, typer.Option("--page", help="With html to stdout: which page to print", min=1)] = 1,
+    turns_per_page: Annotated[int, typer.Option("--turns-per-page", help="With html: turns on each page", min=1)] = 100,
 ) -> None:
-    """Export a session as Markdown, a self-contained HTML page, or its native records.
+    """Export a session as Markdown, an HTML trace view, or its native records.
 
     Example:
       $ dh log export 1m8k6p --format html -o session.html
@@ -158,7 +161,9 @@ def log_export(
     """
     world = LocalWorld()
     found = world.find_session(session)
-    if out is None:
+    if format_ is ExportFormat.html:
+        _export_html(world, found, out, page, turns_per_page)
+    elif out is None:
         for chunk in export_stream(world, found, format_.value):
             sys.stdout.buffer.write(chunk)
         sys.stdout.buffer.flush()
@@ -166,6 +171,30 @@ def log_export(
         data = export_session(world, found, format_.value)
         atomic_write(out, data)  # 0600: an export holds the whole conversation
         output.note(f"dh: wrote {out} ({len(data):,} bytes)")
+
+
+def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int) -> None:
+    """Pages of the trace view: every page next to `out` (page n as NAME-n.html), or the
+    wanted page on stdout. One page is held in memory at a time."""
+    from .trace import session_trace
+    from .tracehtml import pages
+
+    def name(n: int) -> str:
+        return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
+
+    view, turns = session_trace(world, found)
+    for number, data in enumerate(pages(view, turns, per_page, name if out else None), 1):
+        if out is None:
+            if number == wanted:
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+                return
+            continue
+        target = out if number == 1 else out.with_name(name(number))
+        atomic_write(target, data)  # 0600: an export holds the whole conversation
+        output.note(f"dh: wrote {target} ({len(data):,} bytes)")
+    if out is None:
+        raise UsageError(f"--page {wanted}: the export has {number} page(s)")
 
 
 @app.command("rebuild")

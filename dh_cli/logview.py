@@ -80,12 +80,13 @@ class _Builder:
         if p.usage:
             self._model_call(p, p.usage)
         for call in p.tool_calls:
-            self._tool_call(call)
+            self._tool_call(call, p)
         for result in p.tool_results:
             call = self.calls.pop(result.call_id, None)
             if call is not None:
                 call["status"] = "error" if result.is_error else "ok"
                 call["result"] = self._short(result.text)
+                call["ended_at"] = p.ts
         if p.kind == "compaction":
             self._emit("compaction", p, text=self._short(p.text))
         self.current.append(p)
@@ -147,11 +148,14 @@ class _Builder:
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
                    stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
 
-    def _tool_call(self, call) -> None:
+    def _tool_call(self, call, p: Parsed) -> None:
         if call.id in self.calls:
             return
         item = {"type": "tool_call", "turn": self.turn, "source": self.label, "tool": call.name,
-                "call_id": call.id, "input": self._short(call.input), "status": "dangling"}
+                "call_id": call.id, "input": self._short(call.input), "status": "dangling",
+                "at": p.ts}
+        if self.full:
+            item["args"] = call.input  # as the harness wrote it, for a readable rendering
         self.items.append(item)
         self.calls[call.id] = item
 
@@ -180,14 +184,18 @@ def _conversation(world, session_id: str, source, wrapper: Wrapper) -> Iterator[
 
 
 def stream_items(world, session: Session, full: bool = False,
-                 events: list[dict] | None = None, savings: dict | None = None) -> Iterator[dict]:
+                 events: list[dict] | None = None, savings: dict | None = None,
+                 only=None) -> Iterator[dict]:
     """The session's items in order, source by source, in flat memory. `savings`, when
-    given, receives what dh's resumes kept from being billed again (once all is read)."""
+    given, receives what dh's resumes kept from being billed again (once all is read);
+    `only(relpath)`, when given, picks the sources to read."""
     wrapper, pricer = get_wrapper(session.harness), Pricer()
     events = events if events is not None else [asdict(e) for e in world.events(session.id)]
     crashes = crash_marks(events)
     saved = 0.0
     for index, source in enumerate(world.sources(session.id)):
+        if only is not None and not only(source.relpath):
+            continue
         builder = _Builder(wrapper, source.relpath, full, crashes if index == 0 else (), 0, pricer)
         for p in _conversation(world, session.id, source, wrapper):
             builder.add(p)

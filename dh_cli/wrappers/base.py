@@ -225,6 +225,11 @@ class Wrapper:
     def is_complete(self, parsed: list[Parsed]) -> bool:
         raise NotImplementedError
 
+    def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
+        """Which tool call started each subagent source: {subagent relpath: call id}, read
+        from the session's whole-file sources (relpath -> bytes). None by default."""
+        return {}
+
     # launching and resuming (pure: argv in, argv out) --------------------------------------
     value_flags: frozenset[str] = frozenset()
 
