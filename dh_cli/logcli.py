@@ -28,6 +28,7 @@ class ExportFormat(str, Enum):
     md = "md"
     html = "html"
     jsonl = "jsonl"
+    otlp = "otlp"
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
@@ -148,7 +149,7 @@ def _follow(world, session_id: str, json_: bool) -> None:
 @app.command("export")
 def log_export(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
-    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages) or jsonl (the native records)")] = ExportFormat.md,
+    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages), jsonl (the native records) or otlp (OpenTelemetry traces as OTLP/JSON lines)")] = ExportFormat.md,
     out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout; an HTML export of many turns also writes NAME-2.html, NAME-3.html ... next to it")] = None,
     page: Annotated[int, typer.Option("--page", help="With html to stdout: which page to print", min=1)] = 1,
     turns_per_page: Annotated[int, typer.Option("--turns-per-page", help="With html: turns on each page", min=1)] = 100,
@@ -163,6 +164,10 @@ def log_export(
     found = world.find_session(session)
     if format_ is ExportFormat.html:
         _export_html(world, found, out, page, turns_per_page)
+    elif format_ is ExportFormat.otlp and out is None:
+        from .otel import JsonLinesExporter, emit_session
+
+        emit_session(world, found, JsonLinesExporter(sys.stdout))
     elif out is None:
         for chunk in export_stream(world, found, format_.value):
             sys.stdout.buffer.write(chunk)
@@ -195,6 +200,40 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int) 
         output.note(f"dh: wrote {target} ({len(data):,} bytes)")
     if out is None:
         raise UsageError(f"--page {wanted}: the export has {number} page(s)")
+
+
+@app.command("trace")
+def log_trace(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    endpoint: Annotated[str, typer.Option("--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces (Phoenix) or http://127.0.0.1:4318/v1/traces (a collector)")],
+    header: Annotated[Optional[list[str]], typer.Option("--header", help="An HTTP header for the endpoint, NAME=VALUE (repeatable)")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Send a session to an OpenTelemetry backend as a trace: turns, model calls and tool calls
+    as spans (GenAI semantic conventions), crashes and resumes as span events.
+
+    Example:
+      $ dh log trace 1m8k6p --endpoint http://127.0.0.1:6006/v1/traces
+    """
+    from .otel import send_session
+
+    headers = dict(_header(h) for h in header or [])
+    world = LocalWorld()
+    found = world.find_session(session)
+    turns, spans = send_session(world, found, endpoint, headers)
+    result = {"session": found.id, "endpoint": endpoint, "turns": turns, "spans": spans}
+    if json_:
+        output.print_json(result)
+    else:
+        output.out.print(f"sent session {found.id}: {turns} turn(s), {spans} span(s) to {endpoint}",
+                         markup=False)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"--header {name.strip()!r}: give NAME=VALUE")
+    return name.strip(), value
 
 
 @app.command("rebuild")
