@@ -14,10 +14,10 @@ import json
 import re
 from typing import Iterator
 
-from .logview import SessionView, build_view
+from .logview import SessionView, stream_items, view_header
 from .models import Session
 
-FORMATS = ("md", "html", "jsonl")
+FORMATS = ("md", "html", "jsonl", "otlp")
 
 
 def export_session(world, session: Session, fmt: str) -> bytes:
@@ -28,17 +28,19 @@ def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
     """The export in pieces, so that writing it to stdout holds one piece at a time."""
     if fmt == "jsonl":
         return (record.raw for record in world.records(session.id))
-    return iter([_rendered(world, session, fmt)])
-
-
-def _rendered(world, session: Session, fmt: str) -> bytes:
     if fmt == "html":  # the first page of the trace view
         from .trace import session_trace
         from .tracehtml import pages
 
-        return next(pages(*session_trace(world, session)))
-    view = build_view(world, session, full=True)
-    return to_markdown(view, timeline(view.events)).encode("utf-8")
+        return iter([next(pages(*session_trace(world, session)))])
+    return markdown_stream(world, session)
+
+
+def markdown_stream(world, session: Session) -> Iterator[bytes]:
+    view = view_header(world, session)
+    yield markdown_head(view, timeline(view.events)).encode("utf-8")
+    for item in stream_items(world, session, full=True, events=view.events):
+        yield ("\n".join(_md_item(item)) + "\n").encode("utf-8")
 
 
 # the timeline -------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ def _tokens(t: dict | None) -> str:
 
 
 # Markdown -----------------------------------------------------------------------------------
-def to_markdown(view: SessionView, marks: list[dict]) -> str:
+def markdown_head(view: SessionView, marks: list[dict]) -> str:
     s = view.session
     lines = [f"# dh session {s['id']} ({s['harness']})", "",
              f"- native id: `{s['harness_session_id'] or '-'}`", f"- cwd: `{s['cwd'] or '-'}`",
@@ -125,16 +127,20 @@ def to_markdown(view: SessionView, marks: list[dict]) -> str:
     lines += [f"{i}. **{m['kind']}** {m['label']} ({m['at']})" for i, m in enumerate(marks, 1)]
     lines += ["_(no dh events: the session was imported)_"] if not marks else []
     lines += ["", "## Conversation", ""]
-    for item in view.items:
-        lines += _md_item(item)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def _md_item(item: dict) -> list[str]:
     kind = item["type"]
     synthetic = " _(written by the harness on resume)_" if item.get("synthetic") else ""
+    if kind == "prompt" and (item.get("resumed") or item.get("synthetic")):
+        who = "the harness, on resume" if item.get("synthetic") else f"user (resuming turn {item['turn']})"
+        return [f"**{who}**", "", _quote(item["text"]), ""]
     if kind == "prompt":
         return [f"### Turn {item['turn']}: user{synthetic}", "", _quote(item["text"]), ""]
+    if kind in ("crash", "resume"):
+        mark = "✗" if kind == "crash" else "↻"
+        return [f"**{mark} {item['text']}**" + (f" (attempt {item['attempt']})" if item.get("attempt") else ""), ""]
     if kind == "assistant":
         return [f"**assistant**{synthetic}", "", item["text"], ""]
     if kind == "model_call":

@@ -77,10 +77,14 @@ def _lookup(model: str):
 def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = None) -> dict:
     """The session's model calls priced: total USD (None when no call could be priced), and
     the calls and models the table does not know."""
+    from .errors import UnknownHarness
     from .wrappers import get
 
     pricer = pricer or Pricer()
-    includes = get(harness).usage_input_includes_cache
+    try:
+        includes = get(harness).usage_input_includes_cache
+    except UnknownHarness:  # a harness this dh does not know: its calls are not priced
+        return {"usd": None, "unpriced_calls": 0, "unpriced_models": []}
     total, unpriced, models = 0.0, 0, set()
     for model, tokens_in, out, cache_read, cache_write in world.conn.execute(
             "SELECT model, tokens_in, tokens_out, tokens_cache_read, tokens_cache_write"

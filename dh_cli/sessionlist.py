@@ -85,9 +85,13 @@ def _common(a: str, b: str) -> int:
 def first_prompt(world, session_id: str, harness: str) -> str:
     """The session's first user prompt on one line, to recognise it by (read from the
     first records of its first source, as `dh log show` reads prompts)."""
+    from .errors import UnknownHarness
     from .wrappers import get
 
-    wrapper, roles = get(harness), {}
+    try:
+        wrapper, roles = get(harness), {}
+    except UnknownHarness:  # a harness this dh does not know (a newer dh's log): no title
+        return ""
     rows = world.conn.execute(
         f"SELECT {STORED_RAW}, codec FROM records WHERE session_id = ? AND kind IN ('user', 'text')"
         " ORDER BY source_id, generation, \"offset\" LIMIT 50", [session_id])

@@ -136,7 +136,9 @@ def _decode_rows(rows: list[tuple]) -> list[bytes]:
     return [decode_raw(raw, codec) if codec else raw for raw, codec in rows]
 
 
-def decode_raw(data: bytes, codec: int | None) -> bytes:
+def decode_raw(data: bytes | str, codec: int | None) -> bytes:
+    if isinstance(data, str):  # read from `raw` itself (a JSON line, stored as text)
+        return data.encode("utf-8")
     if codec == LZ4:
         return lz4.block.decompress(data)
     if codec == DEFLATE:
