@@ -93,7 +93,7 @@ def main() -> None:
     cp = timed(lambda: subprocess.run(["cp", str(native), str(work / "copy.jsonl")], check=True))
     rebuild = timed(lambda: rebuild_session(world, world.get_session(session["id"]), work / "out"))
     cp_sync = timed(lambda: copy_and_sync(native, work / "copy2.jsonl"))
-    rows_only = timed(lambda: world.conn.execute("SELECT raw, codec FROM records").fetchall())
+    rows_only = timed(lambda: world.conn.execute("SELECT raw, packed, codec FROM records").fetchall())
     rebuilt = next((work / "out").rglob("*.jsonl"))
     assert rebuilt.read_bytes() == native.read_bytes(), "rebuild is not byte-identical"
     log_size = db_bytes(world.path)

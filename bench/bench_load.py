@@ -112,7 +112,7 @@ class LagPoller:
             conn.close()
 
     def _poll(self, conn) -> None:
-        rows = conn.execute("SELECT id, raw, codec FROM records WHERE id > ? ORDER BY id",
+        rows = conn.execute("SELECT id, COALESCE(raw, packed), codec FROM records WHERE id > ? ORDER BY id",
                             [self.last_id]).fetchall()
         now = time.time()
         try:

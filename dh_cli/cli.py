@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from . import __version__, configcli, democli, doctorcli, logcli, output, shimcli, statuscli
+from . import __version__, configcli, democli, doctorcli, helptypes, logcli, output, shimcli, statuscli
 from .errors import DhError
 from .mirror.cli import import_command
 from .worlds import cli as worlds_cli
@@ -29,6 +29,7 @@ Example:
   $ dh doctor
 """
 
+helptypes.install()
 app = typer.Typer(
     name="dh",
     help=ROOT_HELP,
@@ -81,7 +82,13 @@ def report_error(exc: BaseException) -> int:
     return 1
 
 
+GROUPS = ("log", "config", "world")
+
+
 def main() -> None:
+    # `dh` (or `dh log`) alone asks what there is: help, and success, not a usage error (2)
+    if sys.argv[1:] in ([], *([g] for g in GROUPS)):
+        sys.argv.append("--help")
     try:
         app(prog_name="dh")
     except (Exception, KeyboardInterrupt) as exc:  # the edge: everything is one line

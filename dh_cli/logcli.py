@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from . import liveness, output, render
-from .export import export_session
+from .export import export_session, export_stream
 from .follow import follow
+from .logview import select_turns, stream_items, view_header
 from .outfile import write_output
 from .redact import clean, clean_bytes, clean_view
-from .logview import build_view
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
+from .errors import UsageError
 from .worlds import migrations
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
@@ -28,6 +29,7 @@ class ExportFormat(str, Enum):
     md = "md"
     html = "html"
     jsonl = "jsonl"
+    otlp = "otlp"
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
@@ -37,24 +39,65 @@ SecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Show what look
 @app.command("list")
 def log_list(
     harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Show at most this many (the most recent)", min=1)] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only sessions active since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
+    cwd: Annotated[Optional[Path], typer.Option(help="Only sessions started in this folder or below it")] = None,
+    here: Annotated[bool, typer.Option("--here", help="Only sessions started in the current folder or below it")] = False,
+    state: Annotated[Optional[str], typer.Option(help="Only sessions in this state (e.g. finished, crashed, imported)")] = None,
     json_: JsonOpt = False,
     show_secrets: SecretsOpt = False,
 ) -> None:
-    """List the sessions in the log.
+    """List the sessions in the log, most recently active first.
 
     Example:
+      $ dh log list --limit 10
+      $ dh log list --here --since 3d
       $ dh log list --harness claude-code --json
     """
+    from .sessionlist import ListFilter, here as current, list_sessions, parse_since
     from .wrappers import get
 
-    name = get(harness).name if harness else None
+    folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)
+    wanted = ListFilter(get(harness).name if harness else None,
+                        parse_since(since) if since else None, folder, state, limit)
     world = LocalWorld()
-    sessions = clean(liveness.mark(world.list_sessions(name), world.path), show_secrets,
+    sessions = clean(liveness.mark(list_sessions(world, wanted), world.path), show_secrets,
                      output.is_terminal())
     if json_:
         output.print_json(sessions)
     else:
-        render.session_table(sessions)
+        import shutil
+
+        render.session_list(sessions, output.is_terminal(), shutil.get_terminal_size().columns)
+
+
+@app.command("search")
+def log_search(
+    text: Annotated[str, typer.Argument(help="Words to find (every one must occur)")],
+    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only records since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many hits", min=1)] = 50,
+    json_: JsonOpt = False,
+) -> None:
+    """Search every session's prompts, answers, tool inputs and tool outputs.
+
+    Example:
+      $ dh log search "failing test"
+      $ dh log search migration --harness codex --since 3d --json
+    """
+    from .sessionlist import parse_since, short_prefixes
+    from .worlds.search import search
+    from .wrappers import get
+
+    world = LocalWorld()
+    hits = search(world.conn, text, get(harness).name if harness else None,
+                  parse_since(since) if since else None, limit)
+    if json_:
+        output.print_json([h.to_dict() for h in hits])
+        return
+    import shutil
+
+    render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
 
 
 @app.command("show")
@@ -64,11 +107,17 @@ def log_show(
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
     show_secrets: SecretsOpt = False,
+    turn: Annotated[Optional[int], typer.Option("--turn", help="Show only this turn of the main conversation", min=1)] = None,
+    last: Annotated[Optional[int], typer.Option("--last", help="Show only the last N turns of the main conversation", min=1)] = None,
+    no_pager: Annotated[bool, typer.Option("--no-pager", help="Print straight to the terminal instead of through $PAGER (less -R)")] = False,
 ) -> None:
     """Show a session's timeline: turns, prompts, tool calls, tokens, crashes and resumes.
 
+    On a terminal the timeline is paged ($PAGER, else less -R), as git does.
+
     Example:
       $ dh log show 1m8k6p
+      $ dh log show 1m8k6p --last 2
       $ dh log show 1m8k6p --raw > transcript.jsonl
       $ dh log show 1m8k6p --follow
     """
@@ -81,12 +130,19 @@ def log_show(
     if follow:
         _follow(world, found.id, json_, show_secrets)
         return
-    view = clean_view(build_view(world, found), show_secrets, terminal)
+    view = clean_view(view_header(world, found), show_secrets, terminal)
     liveness.mark([view.session], world.path)
+    savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
+    items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
+    items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
     if json_:
-        output.print_json(view.to_dict())
-    else:
-        render.session_view(view)
+        output.stream_json("items", items,
+                           lambda: {k: v for k, v in view.to_dict().items() if k != "items"})
+        return
+    with output.pager(not no_pager):
+        render.session_head(view)
+        render.session_items(items)
+        render.session_tail(view)
 
 
 def _cleaned(records, show_secrets: bool, terminal: bool):
@@ -109,25 +165,95 @@ def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> 
 @app.command("export")
 def log_export(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
-    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (one self-contained page) or jsonl (the native records)")] = ExportFormat.md,
-    out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout")] = None,
+    format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages), jsonl (the native records) or otlp (OpenTelemetry traces as OTLP/JSON lines)")] = ExportFormat.md,
+    out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout; an HTML export of many turns also writes NAME-2.html, NAME-3.html ... next to it")] = None,
+    page: Annotated[int, typer.Option("--page", help="With html to stdout: which page to print", min=1)] = 1,
+    turns_per_page: Annotated[int, typer.Option("--turns-per-page", help="With html: turns on each page", min=1)] = 100,
     show_secrets: SecretsOpt = False,
 ) -> None:
-    """Export a session as Markdown, a self-contained HTML page, or its native records.
+    """Export a session as Markdown, an HTML trace view, or its native records.
 
     Example:
       $ dh log export 1m8k6p --format html -o session.html
       $ dh log export 1m8k6p --format md > session.md
     """
     world = LocalWorld()
-    data = export_session(world, world.find_session(session), format_.value)
-    data = clean_bytes(data, show_secrets, out is None and output.is_terminal())
-    if out is None:
-        sys.stdout.buffer.write(data)
+    found = world.find_session(session)
+    terminal = out is None and output.is_terminal()
+    if format_ is ExportFormat.html:
+        _export_html(world, found, out, page, turns_per_page, show_secrets)
+    elif format_ is ExportFormat.otlp and out is None:
+        from .otel import JsonLinesExporter, emit_session
+
+        emit_session(world, found, JsonLinesExporter(sys.stdout))
+    elif out is None:
+        for chunk in export_stream(world, found, format_.value):
+            sys.stdout.buffer.write(clean_bytes(chunk, show_secrets, terminal))
         sys.stdout.buffer.flush()
     else:
+        data = clean_bytes(export_session(world, found, format_.value), show_secrets)
         write_output(out, data, output.note)  # 0600, a regular file only (outfile.py)
         output.note(f"dh: wrote {out} ({len(data):,} bytes)")
+
+
+def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
+                 show_secrets: bool = False) -> None:
+    """Pages of the trace view: every page next to `out` (page n as NAME-n.html), or the
+    wanted page on stdout. One page is held in memory at a time."""
+    from .trace import session_trace
+    from .tracehtml import pages
+
+    def name(n: int) -> str:
+        return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
+
+    view, turns = session_trace(world, found)
+    for number, data in enumerate(pages(view, turns, per_page, name if out else None), 1):
+        data = clean_bytes(data, show_secrets)
+        if out is None:
+            if number == wanted:
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+                return
+            continue
+        target = out if number == 1 else out.with_name(name(number))
+        write_output(target, data, output.note)  # 0600, a regular file only (outfile.py)
+        output.note(f"dh: wrote {target} ({len(data):,} bytes)")
+    if out is None:
+        raise UsageError(f"--page {wanted}: the export has {number} page(s)")
+
+
+@app.command("trace")
+def log_trace(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    endpoint: Annotated[str, typer.Option("--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces (Phoenix) or http://127.0.0.1:4318/v1/traces (a collector)")],
+    header: Annotated[Optional[list[str]], typer.Option("--header", help="An HTTP header for the endpoint, NAME=VALUE (repeatable)")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Send a session to an OpenTelemetry backend as a trace: turns, model calls and tool calls
+    as spans (GenAI semantic conventions), crashes and resumes as span events.
+
+    Example:
+      $ dh log trace 1m8k6p --endpoint http://127.0.0.1:6006/v1/traces
+    """
+    from .otel import send_session
+
+    headers = dict(_header(h) for h in header or [])
+    world = LocalWorld()
+    found = world.find_session(session)
+    turns, spans = send_session(world, found, endpoint, headers)
+    result = {"session": found.id, "endpoint": endpoint, "turns": turns, "spans": spans}
+    if json_:
+        output.print_json(result)
+    else:
+        output.out.print(f"sent session {found.id}: {turns} turn(s), {spans} span(s) to {endpoint}",
+                         markup=False)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"--header {name.strip()!r}: give NAME=VALUE")
+    return name.strip(), value
 
 
 @app.command("rebuild")
@@ -179,17 +305,50 @@ def log_rm(
     output.out.print(f"removed session {found.id} ({removed} record(s))", markup=False)
 
 
+@app.command("schema")
+def log_schema(json_: JsonOpt = False) -> None:
+    """Show what the log's tables and views hold, with example queries.
+
+    Example:
+      $ dh log schema
+      $ sqlite-utils query "$(dh log status --path)" "select * from tool_calls"
+    """
+    from .logschema import EXAMPLES, SCHEMA, text
+
+    if json_:
+        output.print_json({"schema": SCHEMA, "examples": [{"title": t, "sql": q} for t, q in EXAMPLES]})
+        return
+    output.out.print(text(), markup=False)
+
+
 @app.command("status")
-def log_status(json_: JsonOpt = False) -> None:
-    """Show where the log is and which schema migrations it has.
+def log_status(
+    json_: JsonOpt = False,
+    path: Annotated[bool, typer.Option("--path", help="Print only the log's path")] = False,
+) -> None:
+    """Show where the log is and which schema migrations it has (never creates it).
 
     Example:
       $ dh log status
     """
-    world = LocalWorld()
+    from . import paths
+
+    where = paths.db_path()
+    if path:
+        output.out.print(str(where), markup=False)
+        return
+    if not where.exists():
+        data = {"path": str(where), "exists": False, "applied": [], "pending": migrations.names(),
+                "sessions": 0}
+        if json_:
+            output.print_json(data)
+        else:
+            output.out.print(f"log: {where} (not created yet: dh creates it on first use)", markup=False)
+        return
+    world = LocalWorld(migrate=False)
     applied, pending = migrations.applied(world.conn), migrations.pending(world.conn)
-    data = {"path": str(world.path), "applied": applied, "pending": pending,
-            "sessions": len(world.list_sessions())}
+    data = {"path": str(world.path), "exists": True, "applied": applied, "pending": pending,
+            "sessions": world.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]}
     if json_:
         output.print_json(data)
         return

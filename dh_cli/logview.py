@@ -1,14 +1,28 @@
 """What `dh log show` shows: a session's conversation (turns, prompts, answers, tool calls
 with their result status, tokens per model call), dh's events and the state of each source.
-Returned as plain data; the CLI renders it as a table or JSON."""
+Returned as plain data; the CLI renders it as text or JSON.
+
+The items are read as a stream (one source at a time, a cursor over its records), so a
+session of any size is shown in flat memory: only tool calls still waiting for their result
+(and what came after them) are held back, so that each call is handed out with its outcome.
+
+A turn the harness was cut off in and that was then resumed stays one turn: the crash and the
+resume are marked inside it, where they happened."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import asdict, dataclass, field
+from typing import Iterator
 
 from .models import Parsed, Session
+from .pricing import Pricer, session_cost
 from .wrappers import get as get_wrapper
+from .wrappers.base import Wrapper
+
+HOLD_MAX = 5000  # items held behind an unanswered tool call before they are let go anyway
+TAIL = 500  # parsed records of the current turn kept to tell whether it finished
 
 
 @dataclass
@@ -31,18 +45,34 @@ def _short(value, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def crash_marks(events: list[dict]) -> list[dict]:
+    """dh's crash events in order (a kill, a hang, a crash outcome), each one a cut-off
+    point that a later resume continues from."""
+    from .export import timeline
+
+    return [m for m in timeline(events) if m["kind"] == "crash"]
+
+
 class _Builder:
-    def __init__(self, label: str, full: bool = False):
-        self.label, self.turn, self.items = label, 0, []
+    def __init__(self, wrapper: Wrapper, label: str, full: bool = False, crashes=(), turn: int = 0,
+                 pricer: Pricer | None = None):
+        self.wrapper, self.label, self.turn, self.items = wrapper, label, turn, deque()
+        self.pricer = pricer or Pricer()
+        self.spent = 0.0  # what the calls so far cost: what a crash here would bill again
+        self.saved = 0.0  # what dh kept from being billed twice, summed over the crashes
         self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
-        self.calls: dict[str, dict] = {}
+        self.calls: dict[str, dict] = {}  # call id -> its item, until its result arrives
         self.roles: dict[str, str] = {}
+        self.crashes = deque(crashes)
+        self.current: deque[Parsed] = deque(maxlen=TAIL)  # the current turn's latest records
+        self.resuming = False  # a harness's own resume marker came: the next prompt continues
 
     def add(self, p: Parsed) -> None:
         if p.msg_id and p.role:
             self.roles[p.msg_id] = p.role
         if p.flags:
-            self.items.append({"type": "flagged", "flags": p.flags, "source": self.label})
+            self.items.append({"type": "flagged", "flags": p.flags, "source": self.label,
+                               "turn": self.turn})
         if p.kind == "user" or (p.kind == "text" and self.roles.get(p.parent_id) == "user"):
             self._prompt(p)
         elif p.kind in ("assistant", "text", "tool_call") and p.text:
@@ -50,13 +80,25 @@ class _Builder:
         if p.usage:
             self._model_call(p, p.usage)
         for call in p.tool_calls:
-            self._tool_call(call)
+            self._tool_call(call, p)
         for result in p.tool_results:
-            if result.call_id in self.calls:
-                self.calls[result.call_id]["status"] = "error" if result.is_error else "ok"
-                self.calls[result.call_id]["result"] = self._short(result.text)
+            call = self.calls.pop(result.call_id, None)
+            if call is not None:
+                call["status"] = "error" if result.is_error else "ok"
+                call["result"] = self._short(result.text)
+                call["ended_at"] = p.ts
         if p.kind == "compaction":
             self._emit("compaction", p, text=self._short(p.text))
+        self.current.append(p)
+
+    def ready(self) -> Iterator[dict]:
+        """Items whose content is final: everything before the oldest unanswered call."""
+        while self.items and (len(self.items) > HOLD_MAX or not _waiting(self.items[0])):
+            yield self.items.popleft()
+
+    def rest(self) -> Iterator[dict]:
+        while self.items:
+            yield self.items.popleft()
 
     def _short(self, value, limit: int = 160) -> str:
         if not self.full:
@@ -66,64 +108,159 @@ class _Builder:
     def _prompt(self, p: Parsed) -> None:
         if p.kind == "user" and not p.text:
             return  # OpenCode keeps the prompt text in a part
-        if not p.synthetic:
+        cut_off = self.turn and not self.wrapper.is_complete(list(self.current))
+        if p.synthetic:
+            if cut_off and not self.resuming:
+                self._mark_resume(p)
+                self.resuming = True
+        elif self.resuming or (cut_off and self.crashes):
+            if not self.resuming:
+                self._mark_resume(p)
+            self.resuming = False
+            self._emit("prompt", p, text=self._short(p.text, 400), resumed=True)
+            return
+        else:
             self.turn += 1
+            self.current.clear()
         self._emit("prompt", p, text=self._short(p.text, 400))
 
+    def _mark_resume(self, p: Parsed) -> None:
+        """The turn stopped here: the crash dh saw (if it saw one), then the resume."""
+        crash = self.crashes.popleft() if self.crashes else None
+        kept = round(self.spent, 6) if crash else None  # dh resumed it: no finished call re-billed
+        self.saved += kept or 0.0
+        self._emit("crash", p, text=crash["label"] if crash else "cut off (the harness stopped here)",
+                   at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None,
+                   saved_usd=kept)
+        self._emit("resume", p, text="resumed", at=p.ts)
+
     def _emit(self, type_: str, p: Parsed, **extra) -> dict:
-        item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic, **extra}
+        item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic,
+                **extra}
+        if "at" not in item:
+            item["at"] = p.ts
         self.items.append(item)
         return item
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
+        cost = self.pricer.cost(p.model, usage, self.wrapper.usage_input_includes_cache)
+        self.spent += cost or 0.0
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
-                   stop_reason=p.stop_reason, tokens=usage)
+                   stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
 
-    def _tool_call(self, call) -> None:
+    def _tool_call(self, call, p: Parsed) -> None:
         if call.id in self.calls:
             return
         item = {"type": "tool_call", "turn": self.turn, "source": self.label, "tool": call.name,
-                "call_id": call.id, "input": self._short(call.input), "status": "dangling"}
+                "call_id": call.id, "input": self._short(call.input), "status": "dangling",
+                "at": p.ts}
+        if self.full:
+            item["args"] = call.input  # as the harness wrote it, for a readable rendering
         self.items.append(item)
         self.calls[call.id] = item
 
 
-def _use_logged_usage(records: list, parsed: list[Parsed]) -> None:
-    """JSONL records map one-to-one to parsed ones; the log holds each call's usage once.
-    (OpenCode's conversation is the latest version of each row, so its usage is final.)"""
-    for record, p in zip(records, parsed):
+def _waiting(item: dict) -> bool:
+    return item["type"] == "tool_call" and item["status"] == "dangling"
+
+
+def _with_logged_usage(records, wrapper: Wrapper) -> Iterator[Parsed]:
+    """JSONL records map one-to-one to parsed ones; the log holds each call's usage once,
+    and the model of the call (which a Codex token record does not name)."""
+    for record in records:
+        p = wrapper.parse(record.raw)
         p.usage = None if record.tokens_in is None else {
             "input": record.tokens_in, "output": record.tokens_out,
             "cache_read": record.tokens_cache_read, "cache_write": record.tokens_cache_write}
+        p.model = record.model or p.model
+        yield p
 
 
-def build_view(world, session: Session, full: bool = False) -> SessionView:
-    """The session as data; `full` keeps whole texts instead of one-line summaries."""
-    wrapper = get_wrapper(session.harness)
-    view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
+def _conversation(world, session_id: str, source, wrapper: Wrapper) -> Iterator[Parsed]:
+    if source.kind == "opencode":  # the latest version of each row: the store is small
+        return iter(wrapper.conversation(list(world.records(session_id, source.id))))
+    top = world.latest_generation(source.id)
+    return _with_logged_usage(world.records(session_id, source.id, generation=top), wrapper)
+
+
+def stream_items(world, session: Session, full: bool = False,
+                 events: list[dict] | None = None, savings: dict | None = None,
+                 only=None) -> Iterator[dict]:
+    """The session's items in order, source by source, in flat memory. `savings`, when
+    given, receives what dh's resumes kept from being billed again (once all is read);
+    `only(relpath)`, when given, picks the sources to read."""
+    wrapper, pricer = get_wrapper(session.harness), Pricer()
+    events = events if events is not None else [asdict(e) for e in world.events(session.id)]
+    crashes = crash_marks(events)
+    saved = 0.0
     for index, source in enumerate(world.sources(session.id)):
-        records = _latest(world, session.id, source)
-        parsed = wrapper.conversation(records)
-        builder = _Builder(source.relpath, full)
-        if source.kind != "opencode":
-            _use_logged_usage(records, parsed)
-        for p in parsed:
+        if only is not None and not only(source.relpath):
+            continue
+        builder = _Builder(wrapper, source.relpath, full, crashes if index == 0 else (), 0, pricer)
+        for p in _conversation(world, session.id, source, wrapper):
             builder.add(p)
-        view.items.extend(builder.items)
-        if index == 0:
-            state = wrapper.turn_state(records)
-            view.turn_complete, view.dangling = state.complete, [c.id for c in state.dangling]
-        view.sources.append(_source_info(world, source))
+            yield from builder.ready()
+        yield from builder.rest()
+        saved += builder.saved
+    if savings is not None:
+        savings["saved_usd"] = round(saved, 6)
+        savings["crashes"] = len(crashes)
+
+
+def view_header(world, session: Session) -> SessionView:
+    """Everything but the items: events, sources, token totals and the last turn's state."""
+    view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
+    view.totals["cost"] = session_cost(world, session.id, session.harness)
     view.events = [asdict(e) for e in world.events(session.id)]
+    sources = world.sources(session.id)
+    view.sources = [_source_info(world, s) for s in sources]
+    if sources:
+        state = get_wrapper(session.harness).turn_state(_last_turn(world, session.id, sources[0]))
+        view.turn_complete, view.dangling = state.complete, [c.id for c in state.dangling]
     return view
 
 
-def _latest(world, session_id: str, source) -> list:
-    records = list(world.records(session_id, source.id))
-    if source.kind == "opencode" or not records:
-        return records
-    top = max(r.generation for r in records)
-    return [r for r in records if r.generation == top]
+def _last_turn(world, session_id: str, source) -> list:
+    """The records of the source's last turn (all of them for the OpenCode store)."""
+    if source.kind == "opencode":
+        return list(world.records(session_id, source.id))
+    top = world.latest_generation(source.id)
+    start = world.conn.execute(
+        "SELECT MAX(\"offset\") FROM records WHERE source_id = ? AND generation = ?"
+        " AND turn_start = 1", [source.id, top]).fetchone()[0]
+    return list(world.records(session_id, source.id, generation=top, from_offset=start or 0))
+
+
+def select_turns(items: Iterator[dict], turn: int | None = None,
+                 last: int | None = None) -> Iterator[dict]:
+    """The items of one turn, or of the last N turns, of the main conversation (the first
+    source); everything when neither is given. --last holds at most N turns in memory."""
+    if turn is None and last is None:
+        yield from items
+        return
+    main = None
+    kept: deque[list[dict]] = deque(maxlen=last or 1)
+    for item in items:
+        main = main or item["source"]
+        if item["source"] != main:
+            continue
+        if turn is not None:
+            if item["turn"] == turn:
+                yield item
+            continue
+        if not kept or kept[-1][0]["turn"] != item["turn"]:
+            kept.append([])
+        kept[-1].append(item)
+    for group in kept:
+        yield from group
+
+
+def build_view(world, session: Session, full: bool = False) -> SessionView:
+    """The session as data, items included; `full` keeps whole texts instead of one-line
+    summaries."""
+    view = view_header(world, session)
+    view.items = list(stream_items(world, session, full, view.events, view.totals["cost"]))
+    return view
 
 
 def _source_info(world, source) -> dict:

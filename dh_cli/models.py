@@ -102,6 +102,8 @@ class Record:
     tokens_cache_write: int | None = None
     ts: int | None = None  # epoch milliseconds
     flags: str | None = None
+    status: str | None = None  # a tool result's outcome: "ok" or "error"
+    turn_start: int | None = None  # 1 on the record that opens a turn (the wrapper says which)
 
 
 @dataclass

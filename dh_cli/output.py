@@ -3,8 +3,13 @@ only on a terminal (Rich's own check) and never with NO_COLOR; `--json` prints p
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
 import sys
+from contextlib import contextmanager
+from typing import Iterable
 
 from rich.console import Console
 from rich.table import Table
@@ -50,3 +55,49 @@ def progress(label: str):
     from rich.progress import Progress
 
     return Progress(console=err, disable=not err.is_terminal, transient=True)
+
+
+def stream_json(key: str, items: Iterable, rest) -> None:
+    """A JSON object whose `key` is an array written item by item (so a reader of any size
+    prints in flat memory), then the keys of `rest()`, called once the items are out (it may
+    hold what was learnt while they streamed). The layout is print_json's."""
+    write = sys.stdout.write
+    write("{\n  " + json.dumps(key) + ": [")
+    first = True
+    for item in items:
+        text = json.dumps(item, indent=2, ensure_ascii=False, default=str)
+        write(("\n" if first else ",\n") + "    " + text.replace("\n", "\n    "))
+        first = False
+    write("\n  ]" if not first else "]")
+    for name, value in rest().items():
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        write(",\n  " + json.dumps(name) + ": " + text.replace("\n", "\n  "))
+    write("\n}\n")
+    sys.stdout.flush()
+
+
+@contextmanager
+def pager(wanted: bool = True):
+    """Page what is printed inside, as git does: only when stdout is a terminal, through
+    $PAGER (else `less -R`; LESS=FRX unless set, so a short text is printed and less quits).
+    Quitting the pager early ends the output quietly."""
+    command = os.environ.get("PAGER", "less -R")
+    if not wanted or not sys.stdout.isatty() or command.strip() in ("", "cat"):
+        yield
+        return
+    env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+    proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
+    stream = io.TextIOWrapper(proc.stdin, encoding="utf-8", errors="replace")
+    saved = sys.stdout, out.file
+    sys.stdout = out.file = stream
+    try:
+        yield
+    except BrokenPipeError:
+        pass
+    finally:
+        sys.stdout, out.file = saved
+        try:
+            stream.close()
+        except BrokenPipeError:
+            pass
+        proc.wait()

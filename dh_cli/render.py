@@ -16,15 +16,85 @@ def _tokens(t: dict | None) -> str:
     return f"{t.get('input', 0)} in / {t.get('output', 0)} out"
 
 
-def session_table(sessions: list[dict]) -> None:
-    rows = [[s["id"], s["harness"], s["harness_session_id"], s["cwd"], s["records"],
-             _tokens(s["tokens"]), s["last_record_at"] or s["updated_at"], s["state"]]
-            for s in sessions]
-    output.table(None, ["id", "harness", "native id", "cwd", "records", "tokens", "last activity",
-                        "state"], rows)
-    for s in sessions:
+def state_label(session: dict) -> str:
+    """The state a listing shows for a session (the one place to refine it, e.g. a session
+    whose last turn was interrupted)."""
+    return session.get("state") or "-"
+
+
+def _count(n: int) -> str:
+    """A count in at most five characters: 999, 12.3k, 4.5M."""
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}" if n < size * 100 else f"{n // size}{unit}"
+    return str(n)
+
+
+def _list_cells(s: dict, relative_times: bool, wide: bool) -> list[str]:
+    from .sessionlist import relative
+
+    when = relative(s["last_activity"]) if relative_times else (s["last_activity"] or "-")[:10]
+    t = s.get("tokens") or {}
+    cells = [s["prefix"], s["harness"], state_label(s), when,
+             _count(t.get("input", 0) + t.get("output", 0) + t.get("cache_read", 0)
+                    + t.get("cache_write", 0))]
+    if "cost" in s:
+        cells.append(money(s["cost"]))
+    if wide:
+        cells.append(_home_short(s.get("cwd") or "-"))
+    return cells
+
+
+def _home_short(path: str) -> str:
+    import os
+
+    home = os.path.expanduser("~")
+    return "~" + path[len(home):] if home != "/" and path.startswith(home) else path
+
+
+def session_list(sessions: list[dict], relative_times: bool, width: int) -> None:
+    """One line per session, fitted to `width` columns: the title takes what is left (a cwd
+    column joins on terminals of 120 columns or more)."""
+    wide = width >= 120
+    header = ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS"]
+    if any("cost" in s for s in sessions):
+        header.append("COST")
+    header += ["CWD"] if wide else []
+    rows = [_list_cells(s, relative_times, wide) for s in sessions]
+    if wide:  # the cwd column gets at most a third of the line
+        limit = max(10, width // 3)
+        rows = [r[:-1] + [_clip(r[-1], limit, left=True)] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    used = sum(widths) + 2 * len(widths)
+    room = width - used - 1
+    lines = [_row(header, widths) + ("TITLE" if room >= 5 else "")]
+    for cells, s in zip(rows, sessions):
+        title = _clip(s.get("title") or "", room) if room >= 5 else ""
+        lines.append((_row(cells, widths) + title).rstrip())
+    output.out.print("\n".join(line.rstrip() for line in lines), markup=False, soft_wrap=True)
+    for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
-            output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
+            output.out.print(f"{s['prefix']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "".join(c.ljust(w) + "  " for c, w in zip(cells, widths))
+
+
+def _clip(text: str, room: int, left: bool = False) -> str:
+    if len(text) <= room:
+        return text
+    return "…" + text[len(text) - room + 1:] if left else text[:room - 1] + "…"
+
+
+def search_hits(hits, prefixes: dict, width: int) -> None:
+    """One line per hit: which session, which turn, when, and the text around the words."""
+    if not hits:
+        output.note("no matches")
+        return
+    for hit in hits:
+        head = f"{prefixes.get(hit.session_id, hit.session_id)}  {hit.harness}  turn {hit.turn}  "
+        line(head + _clip(hit.snippet, max(20, width - len(head) - 1)))
 
 
 def write_raw(records) -> None:
@@ -37,16 +107,36 @@ def _item_line(item: dict) -> str:
     kind = item["type"]
     mark = " (synthetic)" if item.get("synthetic") else ""
     if kind == "prompt":
+        if item.get("synthetic"):
+            return f"  user (synthetic): {item['text']}"
+        if item.get("resumed"):
+            return f"  user (resuming turn {item['turn']}){mark}: {item['text']}"
         return f"[turn {item['turn']}] user{mark}: {item['text']}"
     if kind == "assistant":
         return f"  assistant{mark}: {item['text']}"
     if kind == "model_call":
-        return f"  model call {item['msg_id']} ({item.get('model')}, {item.get('stop_reason')}): {_tokens(item.get('tokens'))}"
+        cost = f" ({money(item['cost_usd'])})" if item.get("cost_usd") is not None else ""
+        return "  model call " + _model_call(item) + cost
     if kind == "tool_call":
         return f"  tool {item['tool']} [{item['status']}] {item['input']}"
     if kind == "flagged":
         return f"  ! flagged record ({', '.join(item['flags'])}) in {item['source']}"
+    if kind == "crash":
+        kept = f"; {money(item['saved_usd'])} of finished calls kept" if item.get("saved_usd") else ""
+        return f"  ✗ {item['text']}" + (f" (attempt {item['attempt']}{kept})" if item.get("attempt") else "")
+    if kind == "resume":
+        return f"  ↻ {item['text']}" + (f" at {item['at']}" if item.get("at") else "")
     return f"  {kind}: {item.get('text', '')}"
+
+
+def _model_call(item: dict) -> str:
+    """A model call's line: only what is known (no "None" for a missing field)."""
+    facts = [f for f in (item.get("model"), item.get("stop_reason")) if f]
+    text = item.get("msg_id") or ""
+    if facts:
+        text += f" ({', '.join(facts)})"
+    tokens = _tokens(item.get("tokens"))
+    return f"{text}: {tokens}" if tokens else text
 
 
 def event_line(event: dict) -> str:
@@ -54,32 +144,68 @@ def event_line(event: dict) -> str:
     return f"dh {event['at'][11:23]}{attempt} {summary(event['type'], event.get('details') or {})}"
 
 
-def session_view(view: SessionView) -> None:
+def line(text: str) -> None:
+    """Every line of `dh log show` is printed here (plain text: written straight out, as
+    Rich's rendering of each line cost half the time of a 100 MB session's show)."""
+    sys.stdout.write(text + "\n")
+
+
+def session_head(view: SessionView) -> None:
     s = view.session
-    out = output.out
-    out.print(f"session {s['id']}  {s['harness']} {s['harness_session_id'] or ''}", markup=False)
-    out.print(f"cwd {s['cwd']}  state {s['state']}  attempts {s['attempts']}", markup=False)
+    line(f"session {s['id']}  {s['harness']} {s['harness_session_id'] or ''}".rstrip())
+    facts = [f"cwd {s['cwd']}" if s.get("cwd") else None, f"state {s['state']}",
+             f"attempts {s['attempts']}"]
+    line("  ".join(f for f in facts if f))
     if s.get("hint"):
-        out.print(f"{s.get('why')}; resume it with: {s['hint']}", markup=False)
+        line(f"{s.get('why')}; resume it with: {s['hint']}")
+
+
+def session_items(items) -> None:
     current = None
-    for item in view.items:
+    for item in items:
         if item["source"] != current:
             current = item["source"]
-            out.print(f"-- {current}", markup=False)
-        out.print(_item_line(item), markup=False)
+            line(f"-- {current}")
+        line(_item_line(item))
+
+
+def session_tail(view: SessionView) -> None:
     for event in view.events:
-        out.print(event_line(event), markup=False)
+        line(event_line(event))
     for src in view.sources:
         extra = f", {src['pending_bytes']} byte(s) of a torn last line pending" if src["pending_bytes"] else ""
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
-        out.print(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}",
-                  markup=False)
+        line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}")
     t = view.totals
-    out.print(f"tokens: {t['input']} in, {t['output']} out, {t['cache_read']} cache read, "
-              f"{t['cache_write']} cache write over {t['model_calls']} model call(s)", markup=False)
+    line(f"tokens: {t['input']} in, {t['output']} out, {t['cache_read']} cache read, "
+         f"{t['cache_write']} cache write over {t['model_calls']} model call(s)")
+    line(cost_line(t.get("cost") or {}))
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
-    out.print(f"last turn: {state}{dangling}", markup=False)
+    line(f"last turn: {state}{dangling}")
+
+
+def money(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+
+
+def cost_line(cost: dict) -> str:
+    text = f"cost: {money(cost.get('usd'))}"
+    if cost.get("unpriced_calls"):
+        text += (f" ({cost['unpriced_calls']} call(s) of a model the price table does not know:"
+                 f" {', '.join(cost['unpriced_models'])})")
+    if cost.get("crashes"):
+        text += f"; saved by resuming instead of re-billing after {cost['crashes']} crash(es): " \
+                f"{money(cost.get('saved_usd'))}"
+    return text
+
+
+def session_view(view: SessionView) -> None:
+    session_head(view)
+    session_items(view.items)
+    session_tail(view)
 
 
 def follow_update(update: dict, as_json: bool = False) -> None:

@@ -183,12 +183,13 @@ def wait_ready(srv: PgServer, timeout: float = 30) -> None:
 # much longer on a small machine) ----------------------------------------------------------------
 _GENERATE = """
     WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :count - 1)
-    INSERT INTO records (source_id, generation, offset, raw, codec, kind, native_id, role,
-                         tokens_in, tokens_out, tokens_cache_read, tokens_cache_write, ts)
-    SELECT :sid, i >= :cut, (i - CASE WHEN i >= :cut THEN :cut ELSE 0 END) * 140,
-           CAST(printf('{"type":"user","uuid":"u-%09d","message":{"role":"user","content":"line %d"}}',
-                       :first + i, :first + i) || char(10) AS BLOB),
-           NULL, 'user', 'u-' || (:first + i), 'user',
+    INSERT INTO records (session_id, source_id, generation, offset, raw, codec, kind, native_id,
+                         role, tokens_in, tokens_out, tokens_cache_read, tokens_cache_write, ts)
+    SELECT (SELECT session_id FROM sources WHERE id = :sid), :sid, i >= :cut,
+           (i - CASE WHEN i >= :cut THEN :cut ELSE 0 END) * 140,
+           printf('{"type":"user","uuid":"u-%09d","message":{"role":"user","content":"line %d"}}',
+                  :first + i, :first + i) || char(10),
+           0, 'user', 'u-' || (:first + i), 'user',
            CASE WHEN i % 50 = 0 THEN i END, CASE WHEN i % 50 = 0 THEN i + 1 END,
            CASE WHEN i % 50 = 0 THEN 0 END, CASE WHEN i % 50 = 0 THEN 7 END, 1790000000000 + i
     FROM n"""
@@ -205,8 +206,8 @@ def _generate(world, source_id: int, first: int, count: int) -> None:
         big = [(*encode_raw(b'{"type":"assistant","n":%d,"text":"%s"}\n' % (i, b"all work and no play " * 150)),
                 source_id, int(i >= cut), (i - (cut if i >= cut else 0)) * 140)
                for i in range(0, count, 997)]
-        conn.executemany("UPDATE records SET raw = ?, codec = ? WHERE source_id = ? AND generation = ?"
-                         " AND offset = ?", big)
+        conn.executemany("UPDATE records SET raw = NULL, packed = ?, codec = ? WHERE source_id = ?"
+                         " AND generation = ? AND offset = ?", big)
 
 
 def fill_log(db_path, total: int) -> dict[str, int]:

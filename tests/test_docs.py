@@ -14,7 +14,7 @@ from .conftest import fixture_home
 
 DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
-ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo"}
+ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh log trace"}  # trace: needs a collector (tests/test_otel.py)
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):
@@ -92,6 +92,8 @@ def _invocations(tmp_path, session_id):
         "dh log show": ["log", "show", session_id],
         "dh log rebuild": ["log", "rebuild", session_id, "--to", str(tmp_path / "rebuilt")],
         "dh log status": ["log", "status"],
+        "dh log schema": ["log", "schema"],
+        "dh log search": ["log", "search", "files"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
         "dh shim install": ["shim", "install", "--dir", str(tmp_path / "shims")],

@@ -2,10 +2,13 @@
 (Debian chromium), and the native records byte-exact."""
 
 import json
+import os
 import re
 import shutil
 import stat
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -108,18 +111,32 @@ def page_requests(net_log) -> list[dict]:
     return [p for p in jobs if p.get("url") and p.get("initiator") != "not an origin"]
 
 
+ARTIFACTS = Path(os.environ.get("DH_TEST_ARTIFACTS", Path(tempfile.gettempdir()) / "dh-test-artifacts"))
+
+
 @pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
-def test_html_renders_in_a_headless_browser_with_the_crash_marks_and_no_network(crashed, run_dh, tmp_path):
+def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn(crashed, run_dh, tmp_path):
     page = tmp_path / "session.html"
     page.write_bytes(run_dh("log", "export", crashed[0], "--format", "html").stdout_bytes)
     dom, requests = open_in_chromium(page, tmp_path, "export")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "export.png", ARTIFACTS / "export-trace.png")  # kept for a person to look at
     assert requests == []
     strip = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', dom, re.S).group(1)
     assert re.findall(r'class="mark (\w+)"', strip) == ["attempt", "crash", "resume", "repair",
                                                          "attempt", "exit"]
-    assert ">crash: SIGKILL</li>" in strip
-    assert 'class="msg user">Create the files.</div>' in dom
-    assert dom.count('<details class="tool">') == 3
+    # one turn: the crash and the resume drawn inside it, after the call that finished first
+    (turn,) = re.findall(r'<section class="turn" id="turn-(\d+)">', dom)
+    body = dom[dom.index('<section class="turn" id="turn-1">'):]
+    order = re.findall(r'class="span (model|tool)|data-mark="(crash|resume)"', body)
+    order = [a or b for a, b in order]
+    assert order == ["model", "tool", "crash", "resume", "model", "tool", "model", "tool", "model"]
+    assert "✗ crash: SIGKILL (attempt 1 — $0.0002 of finished calls kept)" in body.replace("</div>", "")\
+        or "crash: SIGKILL" in body
+    assert '<div class="msg user">Create the files.</div>' in dom
+    assert dom.count('<details class="tool"') == 3
+    assert '<pre class="command">$ echo step0 &gt;&gt; steps.log</pre>' in dom  # a command, as one
+    assert re.search(r'class="span model".*?<span class="dur">\d+ ms</span>', dom, re.S)  # durations
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
@@ -143,5 +160,5 @@ def test_every_fixture_exports_with_every_tool_call_folded(harness, scenario, tm
     view = json.loads(run_dh("log", "show", session["id"], "--json").stdout)
     calls = sum(1 for item in view["items"] if item["type"] == "tool_call")
     page = run_dh("log", "export", session["id"], "--format", "html").stdout
-    assert page.count('<details class="tool">') == calls
+    assert page.count('<details class="tool"') == calls
     assert run_dh("log", "export", session["id"], "--format", "md").stdout.count("<details>") == calls

@@ -88,9 +88,9 @@ def test_a_long_session_rebuilds_in_batches_byte_exact(tmp_path):
     codecs = dict(world.conn.execute("SELECT codec, COUNT(*) FROM records GROUP BY codec").fetchall())
     assert codecs.get(local.LZ4) and codecs.get(0)  # both stored forms are in the stream
     # every third compressed line as a log written before m006 holds it: raw deflate
-    old = world.conn.execute("SELECT id, raw FROM records WHERE codec = ? AND id % 3 = 0",
+    old = world.conn.execute("SELECT id, packed FROM records WHERE codec = ? AND id % 3 = 0",
                              [local.LZ4]).fetchall()
-    world.conn.executemany("UPDATE records SET raw = ?, codec = ? WHERE id = ?", [
+    world.conn.executemany("UPDATE records SET packed = ?, codec = ? WHERE id = ?", [
         (zlib.compress(local.decode_raw(raw, local.LZ4), 1, -12), local.DEFLATE, row_id)
         for row_id, raw in old])
     assert old

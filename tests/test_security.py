@@ -25,7 +25,7 @@ import pytest
 
 from dh_cli.models import Session, Source
 from dh_cli.util import new_session_id, now_iso
-from dh_cli.worlds.local import LocalWorld
+from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 from .conftest import fixture_home
 from .test_bad_input import one_error
@@ -183,7 +183,7 @@ def crafted(home: Path, relpath: str, path: str | None = None, harness: str = "p
     if harness == "opencode":
         line = (json.dumps({"table": "session", "id": native_id, "directory": str(home.parent),
                             "title": "x", "time_created": 1, "time_updated": 1}) + "\n").encode()
-    world.append_rows([(source.id, 0, 0, line) + (None,) * 15])
+    world.append_rows([(source.id, 0, 0, line) + (None,) * (len(RECORD_COLUMNS) - 4)])
     world.close()
     return session.id
 

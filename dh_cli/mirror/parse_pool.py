@@ -42,17 +42,19 @@ def parse_batch(wrapper_name: str, source_id: int, generation: int, start: tuple
     from .. import wrappers
     from ..worlds.local import encode_rows
     from ..wrappers.base import to_record
-    from .tailer import dedupe_usage
+    from .tailer import carry_model, dedupe_usage
 
     wrapper = _WORKER_STATE.get(wrapper_name) or _WORKER_STATE.setdefault(
         wrapper_name, wrappers.get(wrapper_name))
     last = start[0] if start is not None else _WORKER_STATE.get(source_id)
+    model = _WORKER_STATE.get((source_id, "model"))
     rows = []
     for offset, raw in lines:
         parsed = wrapper.parse(raw)
+        model = carry_model(parsed, model)
         last = dedupe_usage(parsed, last)
         rows.append(to_record(parsed, source_id, generation, offset, raw))
-    _WORKER_STATE[source_id] = last
+    _WORKER_STATE[source_id], _WORKER_STATE[(source_id, "model")] = last, model
     return encode_rows(rows), last
 
 

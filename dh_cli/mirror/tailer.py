@@ -86,6 +86,7 @@ class Tailer:
         self.last_msg: str | None = world.last_msg_id(source.id)
         self.known = Fingerprint()
         self.parser = None  # a ParsePool while a large import parses in a second process
+        self.model: str | None = None  # the last model named, for usage rows that name none
 
     def sync(self) -> TailResult:
         try:
@@ -159,7 +160,7 @@ class Tailer:
         if self.source.tail_hash is not None:
             self.source.generation += 1
             events.append(("source_rewritten", {"path": self.source.relpath, "reason": "changed"}))
-        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 13
+        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 15
         self.source.offset = self.source.size = len(data)
         self.source.tail_hash = digest
         return self.world.commit(self.source, [record], events)
@@ -192,6 +193,7 @@ class Tailer:
 
     def _record(self, raw: bytes, offset: int) -> tuple:
         parsed = self.wrapper.parse(raw)
+        self.model = carry_model(parsed, self.model)
         self.last_msg = dedupe_usage(parsed, self.last_msg)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)
 
@@ -200,6 +202,16 @@ class Tailer:
         self.source.size = pos + pending
         self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos)
         return self.world.commit(self.source, batch, events)
+
+
+def carry_model(parsed, model: str | None) -> str | None:
+    """Codex names the model in its turn_context, not on its token counts: a usage row that
+    names no model gets the last one named. Returns the model to carry on."""
+    if parsed.model and not parsed.usage:
+        return parsed.model
+    if parsed.usage and not parsed.model:
+        parsed.model = model
+    return model
 
 
 def dedupe_usage(parsed, last_msg: str | None) -> str | None:

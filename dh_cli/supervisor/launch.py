@@ -35,8 +35,13 @@ def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
             argv = value.split() if " " in value and not Path(value).exists() else [value]
             refuse_shim(shutil.which(argv[0], path=env.get("PATH")) or argv[0], var)
             return argv
-    bin_var = f"DH_{wrapper.name.upper().replace('-', '_')}_BIN"
-    return [real_binary(wrapper.binary, env.get("PATH"), wrapper.name, bin_var)]
+    return [real_binary(wrapper.binary, env.get("PATH"), wrapper.name, _bin_variable(wrapper))]
+
+
+def _bin_variable(wrapper: Wrapper) -> str:
+    """The variable the README names for this harness's binary (DH_CLAUDE_BIN: the binary's
+    name, which is also one of the names find_binary reads)."""
+    return f"DH_{wrapper.binary.upper().replace('-', '_')}_BIN"
 
 
 def redact_args(args: list[str]) -> list[str]:

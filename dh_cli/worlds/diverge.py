@@ -90,7 +90,9 @@ def masked_chunks(chunks, masking: bool):
         yield from chunks
         return
     from ..redact import may_hold_secret, mask_bytes
-    from .local import decode_raw, encode_raw
+    from .local import RECORD_COLUMNS, decode_raw, encode_raw
+
+    flags = RECORD_COLUMNS.index("flags")
 
     for rows in chunks:
         out = []
@@ -99,6 +101,7 @@ def masked_chunks(chunks, masking: bool):
             if may_hold_secret(raw):
                 masked = mask_bytes(raw)
                 if masked != raw:
-                    row = row[:3] + encode_raw(masked) + row[5:18] + (",".join(filter(None, [row[18], "masked"])),)
+                    row = (row[:3] + encode_raw(masked) + row[5:flags]
+                           + (",".join(filter(None, [row[flags], "masked"])),) + row[flags + 1:])
             out.append(row)
         yield out

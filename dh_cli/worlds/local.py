@@ -42,9 +42,62 @@ _UPDATE_PROGRESS = "UPDATE sources SET {} WHERE id = ?".format(
     ", ".join(f'"{c}" = ?' for c in PROGRESS_COLUMNS))
 _UPDATE_SOURCE = "UPDATE sources SET {} WHERE id = ?".format(
     ", ".join(f'"{c}" = ?' for c in SOURCE_COLUMNS[1:]))
-_INSERT_RECORD = "INSERT OR IGNORE INTO records ({}) VALUES ({})".format(
-    ", ".join(RECORD_COLUMNS), ", ".join("?" * len(RECORD_COLUMNS))
-)
+# A stored row (RECORD_COLUMNS order, raw as stored with its codec) goes in as
+# (source_id, generation, offset, text, packed, codec, ...): see _storage(). The line lands in
+# `raw` only when SQLite's own json_valid() accepts it, so no JSON function over `raw` can
+# fail; everything else keeps its bytes in `packed`. session_id comes from the source's row.
+_AFTER_RAW = RECORD_COLUMNS[4:]
+_INSERT_RECORD = (
+    "INSERT OR IGNORE INTO records (session_id, source_id, generation, \"offset\", raw, packed, {})"
+    " VALUES ((SELECT session_id FROM sources WHERE id = ?1), ?1, ?2, ?3,"
+    " CASE WHEN json_valid(?4) THEN ?4 END,"
+    " CASE WHEN ?4 IS NULL THEN ?5 WHEN json_valid(?4) THEN NULL ELSE CAST(?4 AS BLOB) END, {})"
+).format(", ".join(_AFTER_RAW), ", ".join(f"?{i + 6}" for i in range(len(_AFTER_RAW))))
+# The stored bytes of a row, whichever column holds them (TEXT comes back as its UTF-8).
+STORED_RAW = "COALESCE(CAST(raw AS BLOB), packed)"
+
+
+def _select(prefix: str = "") -> str:
+    """RECORD_COLUMNS as a select list, raw as its stored bytes."""
+    return ", ".join(STORED_RAW.replace("raw", prefix + "raw").replace("packed", prefix + "packed")
+                     if c == "raw" else prefix + _column(c) for c in RECORD_COLUMNS)
+
+
+def _storage(row: tuple) -> tuple:
+    """A stored row as _INSERT_RECORD takes it: a line stored as written goes in as text
+    when it is UTF-8 without NUL (json_valid decides the rest), any other bytes as packed."""
+    raw, codec = row[3], row[4] or 0
+    if codec == 0 and b"\x00" not in raw:
+        try:
+            return row[:3] + (raw.decode("utf-8"), None, 0) + row[5:]
+        except UnicodeDecodeError:
+            pass
+    return row[:3] + (None, bytes(raw), codec) + row[5:]
+
+
+_WIDTH = len(RECORD_COLUMNS)
+
+
+def _insert_rows(conn, rows: list[tuple]) -> int:
+    """Insert stored rows, and index the search text a row carries after its columns (the
+    tailer's rows do: see wrappers/base.py search_text) in the same transaction. Only rows
+    added now are indexed: their ids are above the largest before the insert. Rows without
+    that text (pulled from another world) are parsed again to index them."""
+    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
+    before = conn.total_changes
+    conn.executemany(_INSERT_RECORD, [_storage(row[:_WIDTH]) for row in rows])
+    added = conn.total_changes - before
+    if not added:
+        return 0
+    if any(len(row) == _WIDTH for row in rows):
+        from .search import index_records
+
+        index_records(conn, top)
+    else:
+        from .search import INDEX_TEXT
+
+        conn.executemany(INDEX_TEXT, [row[:3] + (row[_WIDTH], top) for row in rows if row[_WIDTH]])
+    return added
 
 
 def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
@@ -112,11 +165,12 @@ DEFLATE, LZ4 = 1, 2
 _WBITS = -12
 
 
-def encode_raw(raw: bytes) -> tuple[bytes, int | None]:
+def encode_raw(raw: bytes) -> tuple[bytes, int]:
+    """The bytes as stored, and their codec (0: as written, the one marker for that)."""
     if len(raw) < COMPRESS_MIN:
-        return raw, None
+        return raw, 0
     packed = lz4.block.compress(raw)
-    return (packed, LZ4) if len(packed) < len(raw) else (raw, None)
+    return (packed, LZ4) if len(packed) < len(raw) else (raw, 0)
 
 
 READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
@@ -127,9 +181,11 @@ def _decode_rows(rows: list[tuple]) -> list[bytes]:
     return [decode_raw(raw, codec) if codec else raw for raw, codec in rows]
 
 
-def decode_raw(data: bytes, codec: int | None) -> bytes:
+def decode_raw(data: bytes | str, codec: int | None) -> bytes:
     """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
     world) is one LogDbError, never bytes handed back as if they were native."""
+    if isinstance(data, str):  # read from `raw` itself (a JSON line, stored as text)
+        return data.encode("utf-8")
     try:
         if codec == LZ4:
             return lz4.block.decompress(data)
@@ -394,9 +450,7 @@ class LocalWorld(LocalPlaces):
         columns, update = (SOURCE_COLUMNS[1:], _UPDATE_SOURCE) if moved else (
             PROGRESS_COLUMNS, _UPDATE_PROGRESS)
         with self._write() as conn:
-            before = conn.total_changes
-            conn.executemany(_INSERT_RECORD, [record_row(r) for r in records])
-            added = conn.total_changes - before
+            added = _insert_rows(conn, [record_row(r) for r in records])
             for type_, details in events:
                 self._insert_event(conn, source.session_id, type_, details, None, "info")
             conn.execute(update, [getattr(source, c) for c in columns] + [source.id])
@@ -414,7 +468,7 @@ class LocalWorld(LocalPlaces):
             clauses.append("r.generation = ?")
             args.append(generation)
         cursor = self.conn.execute(
-            f"SELECT {', '.join('r.' + c for c in RECORD_COLUMNS)} FROM records r"
+            f"SELECT {_select('r.')} FROM records r"
             f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
             " ORDER BY o.rowid, r.generation, r.offset", args)
         for row in cursor:
@@ -433,7 +487,8 @@ class LocalWorld(LocalPlaces):
         and zlib let go of the GIL) while this one fetches the next rows; a session of one
         batch needs none."""
         cursor = self.conn.execute(
-            "SELECT raw, codec FROM records WHERE source_id = ? AND generation = ? ORDER BY offset",
+            f"SELECT {STORED_RAW}, codec FROM records WHERE source_id = ? AND generation = ?"
+            " ORDER BY offset",
             [source_id, generation])
         first, second = cursor.fetchmany(READ_ROWS), cursor.fetchmany(READ_ROWS)
         if not second:
@@ -567,9 +622,7 @@ class LocalWorld(LocalPlaces):
         """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one
         transaction; rows already present are skipped. Also the tests' bulk-insert helper."""
         with self._write() as conn:
-            before = conn.total_changes
-            conn.executemany(_INSERT_RECORD, rows)
-            return conn.total_changes - before
+            return _insert_rows(conn, rows)
 
     def append_records(self, source: Source, records: list[Record]) -> int:
         from .base import stored_rows
@@ -582,7 +635,7 @@ class LocalWorld(LocalPlaces):
         id the receiving world gave the source), so they can be appended there as they are."""
         clause, args = _position_range(after, upto)
         cursor = self.conn.execute(
-            f"SELECT ?, {', '.join(RECORD_COLUMNS[1:])} FROM records WHERE source_id = ?{clause}"
+            f"SELECT ?, {_select().split(', ', 1)[1]} FROM records WHERE source_id = ?{clause}"
             " ORDER BY generation, offset",
             [source.id if as_source_id is None else as_source_id, source.id] + args)
         while batch := cursor.fetchmany(chunk):
@@ -595,7 +648,7 @@ class LocalWorld(LocalPlaces):
             return []
         clause, args = _position_range(after, None)
         rows = self.conn.execute(
-            f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE source_id = ?{clause}"
+            f"SELECT {_select()} FROM records WHERE source_id = ?{clause}"
             " ORDER BY generation, offset LIMIT ?", [source.id] + args + [-1 if limit is None else limit])
         return [Record(*row[:3], decode_raw(row[3], row[4]), *row[4:]) for row in rows]
 
@@ -650,7 +703,7 @@ def encode_rows(rows: list[tuple]) -> list[tuple]:
     out = []
     for row in rows:
         raw, codec = encode_raw(row[3])
-        out.append(row[:3] + (raw, codec or 0) + row[5:])
+        out.append(row[:3] + (raw, codec) + row[5:])
     return out
 
 

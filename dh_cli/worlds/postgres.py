@@ -77,6 +77,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE dh.codecs (id smallint PRIMARY KEY, name text NOT NULL);
         INSERT INTO dh.codecs VALUES (0, 'stored as written'), (1, 'raw deflate, 4 KiB window'),
             (2, 'LZ4 block, uncompressed size first')"""),
+    # A tool result's outcome ("ok" / "error") and the mark of a turn's first record travel
+    # with the record, as in the local log's m007, so the local views read them after a pull.
+    ("m006_record_status", """
+        ALTER TABLE dh.records ADD COLUMN status text;
+        ALTER TABLE dh.records ADD COLUMN turn_start smallint"""),
     # One holder per session across machines (issue 14): who runs it (host, boot id, pid),
     # a fencing epoch that grows with every new holder, and a heartbeat the holder renews
     # within ttl_s. Another machine may take the session only once the heartbeat is older
@@ -94,7 +99,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
-RECORD_TYPES = ["int8", "int4", "int8", "bytea", "int2"] + ["text"] * 8 + ["int8"] * 5 + ["text"]
+RECORD_TYPES = ["int8", "int4", "int8", "bytea", "int2"] + ["text"] * 8 + ["int8"] * 5 + ["text", "text", "int2"]
 MIGRATION_LOCK = 0x64680001  # advisory lock key: one dh migrates at a time
 PROGRESS_COLUMNS = [c for c in SOURCE_COLUMNS if c not in ("id", "session_id", "relpath")]
 

@@ -184,6 +184,10 @@ class Wrapper:
     def first_record_ok(self, obj: dict) -> bool:
         return isinstance(obj.get("type"), str)
 
+    # the harness's input token count already holds its cached tokens (OpenAI's convention);
+    # Anthropic's, and the harnesses that report that way, count them apart
+    usage_input_includes_cache: bool = False
+
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:
         raise NotImplementedError
@@ -256,6 +260,11 @@ class Wrapper:
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         raise NotImplementedError
+
+    def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
+        """Which tool call started each subagent source: {subagent relpath: call id}, read
+        from the session's whole-file sources (relpath -> bytes). None by default."""
+        return {}
 
     # launching and resuming (pure: argv in, argv out) --------------------------------------
     value_flags: frozenset[str] = frozenset()
@@ -390,4 +399,17 @@ def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw:
             parsed.model if usage else None, parsed.msg_id if usage else None,
             *((usage.get("input"), usage.get("output"), usage.get("cache_read"),
                usage.get("cache_write")) if usage else (None, None, None, None)),
-            epoch_ms(parsed.ts), ",".join(parsed.flags) or None)
+            epoch_ms(parsed.ts), ",".join(parsed.flags) or None,
+            ("error" if result.is_error else "ok") if result else None,
+            1 if parsed.turn_start else None, search_text(parsed))
+
+
+def search_text(parsed: Parsed) -> str | None:
+    """What `dh log search` finds a record by: its prose, tool inputs and tool outputs. Rides
+    after the row's columns, and the log indexes it with the record (see worlds/local.py)."""
+    parts = [parsed.text] if parsed.text else []
+    for call in parsed.tool_calls:
+        parts.append(call.name)
+        parts.append(call.input if isinstance(call.input, str) else json.dumps(call.input, ensure_ascii=False))
+    parts.extend(result.text for result in parsed.tool_results if result.text)
+    return "\n".join(parts) or None

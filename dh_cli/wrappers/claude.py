@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, regular_file, text_of
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
 
@@ -146,6 +146,17 @@ class ClaudeWrapper(Wrapper):
             parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
                             "cache_read": usage.get("cache_read_input_tokens", 0),
                             "cache_write": usage.get("cache_creation_input_tokens", 0)}
+
+    def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
+        """A subagent's `agent-<id>.meta.json` names the Agent/Task call that started it
+        (`toolUseId`); its records are in the `agent-<id>.jsonl` next to it."""
+        out = {}
+        for relpath, data in files.items():
+            if relpath.endswith(".meta.json"):
+                meta, _ = load_json(data)
+                if isinstance(meta, dict) and isinstance(meta.get("toolUseId"), str):
+                    out[relpath[: -len(".meta.json")] + ".jsonl"] = meta["toolUseId"]
+        return out
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]

@@ -48,6 +48,7 @@ class CodexWrapper(Wrapper):
     name = "codex"
     native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
+    usage_input_includes_cache = True  # OpenAI's input_tokens counts cached_input_tokens too
 
     def first_record_ok(self, obj: dict) -> bool:
         return obj.get("type") == "session_meta"  # a rollout starts with it
@@ -90,6 +91,8 @@ class CodexWrapper(Wrapper):
             parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
                             "cache_read": usage.get("cached_input_tokens", 0),
                             "cache_write": usage.get("cache_write_input_tokens", 0)}
+        elif kind == "turn_context":  # the model of the turn's calls (token records lack it)
+            parsed.model = payload.get("model")
         elif kind == "compacted":
             parsed.kind = "compaction"
         return parsed

@@ -1,0 +1,251 @@
+"""`dh log export --format html`: the session as a trace view, one self-contained page per N
+turns. Each turn is a span with its model calls and tool calls drawn on a time bar (durations,
+tokens, cost), the crash and the resume marked where they happened, tool inputs shown as
+what they are (a command as a command, an edit as a diff), subagents nested under the call that
+started them. No scripts, and a Content-Security-Policy that forbids every fetch."""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+from typing import Callable, Iterator
+
+from .export import CSP, _html_timeline, timeline
+from .render import money
+from .trace import Span
+
+TURNS_PER_PAGE = 100
+
+CSS = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:72rem;padding:1rem 1.5rem;
+color:#1d1f21;background:#fafafa}h1{font-size:1.3rem;margin:.2rem 0}
+h2{font-size:1.05rem;margin:1.5rem 0 .5rem}.meta{color:#555;font-size:.9rem}
+.meta code{background:#eee;padding:0 .25rem;border-radius:3px}
+ol.timeline{display:flex;flex-wrap:wrap;gap:.35rem;list-style:none;padding:.5rem;margin:0;
+background:#fff;border:1px solid #ddd;border-radius:6px}.mark{padding:.15rem .5rem;
+border-radius:1rem;font-size:.8rem;border:1px solid transparent;white-space:nowrap}
+.mark.attempt{background:#e3ecff;border-color:#8fb0f5}.mark.crash{background:#ffd9d6;
+border-color:#e0564b;color:#8a1c13;font-weight:600}.mark.fatal{background:#8a1c13;color:#fff}
+.mark.repair{background:#fff1c7;border-color:#e2b53b}.mark.resume{background:#dcf5e3;
+border-color:#4fb06b}.mark.rebuild,.mark.rewrite{background:#efe3ff;border-color:#a57ee0}
+.mark.exit,.mark.stop{background:#eee;border-color:#bbb}
+section.turn{background:#fff;border:1px solid #ddd;border-radius:8px;margin:1rem 0;padding:.6rem .8rem}
+section.turn h3{font-size:1rem;margin:0 0 .4rem}.sum{color:#555;font-weight:400;font-size:.85rem}
+.msg{padding:.45rem .7rem;border-radius:6px;margin:.3rem 0;white-space:pre-wrap;overflow-wrap:anywhere}
+.user{background:#e8f0fe}.answer{background:#f6f6f6;border:1px solid #e6e6e6;font-size:.9rem}
+.span{display:grid;grid-template-columns:16rem 1fr 5.5rem;gap:.5rem;align-items:center;
+font-size:.82rem;padding:.1rem 0}.span .label{font-family:ui-monospace,monospace;overflow:hidden;
+text-overflow:ellipsis;white-space:nowrap}.track{position:relative;height:.8rem;background:#f1f1f1;
+border-radius:3px}.bar{position:absolute;top:0;bottom:0;border-radius:3px;min-width:2px}
+.span.model .bar{background:#7aa2f7}.span.tool .bar{background:#9ece6a}
+.span.tool.status-error .bar,.span.tool.status-dangling .bar{background:#f7768e}
+.dur{text-align:right;color:#555;font-variant-numeric:tabular-nums}
+.cut{margin:.35rem 0;padding:.3rem .6rem;border-radius:6px;font-weight:600;font-size:.85rem}
+.cut.crash{background:#ffd9d6;color:#8a1c13;border-left:4px solid #e0564b}
+.cut.resume{background:#dcf5e3;color:#1e5b30;border-left:4px solid #4fb06b}
+.cut.prompt{background:#f3f3f3;color:#444;font-weight:400}
+details.tool{margin:.15rem 0 .4rem 16.5rem;border:1px solid #e3e3e3;border-radius:6px;background:#fff}
+details.tool summary{cursor:pointer;padding:.2rem .5rem;font-size:.8rem;color:#444}
+details.tool pre{margin:0;padding:.45rem .7rem;border-top:1px solid #eee;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.8rem}pre.command{background:#1f2335;color:#c0caf5}
+pre.diff .add{color:#1e7b34;background:#e6ffec}pre.diff .del{color:#a1251b;background:#ffebe9}
+pre.diff .hunk{color:#6f42c1}.subagent{margin:.3rem 0 .6rem 2rem;border-left:3px solid #bb9af7;
+padding-left:.6rem}.subagent>.title{font-size:.8rem;color:#6b4fa0;font-weight:600}
+.status-ok{color:#207a3c}.status-error,.status-dangling{color:#b3261e}
+nav.pages{margin:1rem 0;font-size:.9rem}nav.pages a{margin-right:1rem}
+"""
+
+
+def _e(text) -> str:
+    """Every text of the page passes here (escaped for HTML)."""
+    return html.escape("" if text is None else str(text))
+
+
+def seconds(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+# tool inputs, readable -------------------------------------------------------------------------
+def tool_view(args) -> tuple[str, str]:
+    """(how to show it, the text): a shell command as a command line, an edit as a diff, a
+    patch as a patch, a file write as the file, anything else as indented JSON."""
+    if isinstance(args, str):
+        stripped = args.strip()
+        if stripped.startswith("*** Begin Patch") or stripped.startswith("--- "):
+            return "diff", args
+        try:
+            parsed = json.loads(args)
+        except ValueError:
+            return "text", args
+        return tool_view(parsed) if isinstance(parsed, (dict, list)) else ("text", args)
+    if isinstance(args, dict):
+        command = args.get("command", args.get("cmd"))
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str):
+            return "command", "$ " + command
+        if isinstance(args.get("old_string"), str) and isinstance(args.get("new_string"), str):
+            return "diff", _diff(args.get("file_path") or "file", args["old_string"], args["new_string"])
+        for key in ("patch", "input"):
+            if isinstance(args.get(key), str) and args[key].lstrip().startswith("*** Begin Patch"):
+                return "diff", args[key]
+        if isinstance(args.get("content"), str) and isinstance(args.get("file_path"), str):
+            return "file", f"{args['file_path']}\n\n{args['content']}"
+    return "json", json.dumps(args, ensure_ascii=False, indent=2)
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}",
+                                 lineterm="")
+    return "\n".join(lines) or f"(no change to {path})"
+
+
+def _pre(kind: str, text: str) -> str:
+    if kind != "diff":
+        return f'<pre class="{kind}">{_e(text)}</pre>'
+    rows = []
+    for line in text.splitlines():
+        cls = ("add" if line.startswith("+") and not line.startswith("+++") else
+               "del" if line.startswith("-") and not line.startswith("---") else
+               "hunk" if line.startswith("@@") else "")
+        rows.append(f'<span class="{cls}">{_e(line)}</span>' if cls else _e(line))
+    return '<pre class="diff">' + "\n".join(rows) + "</pre>"
+
+
+# spans -------------------------------------------------------------------------------------------
+def _bar(span_start, span_end, start, end) -> str:
+    if None in (span_start, span_end, start):
+        return '<div class="track"></div>'
+    total = max(1, span_end - span_start)
+    left = min(100.0, max(0.0, (start - span_start) * 100 / total))
+    width = min(100.0 - left, max(0.3, ((end or start) - start) * 100 / total))
+    return f'<div class="track"><div class="bar" style="left:{left:.2f}%;width:{width:.2f}%"></div></div>'
+
+
+def _model_row(turn: Span, span: Span) -> str:
+    a, tokens = span.attrs, span.attrs.get("tokens") or {}
+    label = f"model {a.get('model') or '?'}"
+    title = (f"{tokens.get('input', 0)} in / {tokens.get('output', 0)} out / "
+             f"{tokens.get('cache_read', 0)} cache read / {tokens.get('cache_write', 0)} cache write"
+             f" · {money(a.get('cost_usd'))}")
+    row = (f'<div class="span model" title="{_e(title)}"><span class="label">{_e(label)}</span>'
+           f'{_bar(turn.start, turn.end, span.start, span.end)}<span class="dur">{seconds(span.duration_ms)}'
+           f'</span></div>\n<div class="sum" style="margin-left:16.5rem">{_e(title)}</div>\n')
+    if a.get("output"):
+        row += f'<div class="msg answer" style="margin-left:16.5rem">{_e(a["output"])}</div>\n'
+    return row
+
+
+def _tool_row(turn: Span, span: Span) -> str:
+    a = span.attrs
+    kind, text = tool_view(a.get("input"))
+    brief = json.dumps(json.loads(text), ensure_ascii=False) if kind == "json" else text
+    status = a.get("status") or "dangling"
+    result = f'<pre class="result">{_e(a["result"])}</pre>' if a.get("result") else ""
+    row = (f'<div class="span tool status-{_e(status)}"><span class="label">tool {_e(a.get("tool"))}'
+           f'</span>{_bar(turn.start, turn.end, span.start, span.end)}<span class="dur">'
+           f'{seconds(span.duration_ms)}</span></div>\n'
+           f'<details class="tool" data-view="{kind}"><summary>{_e(a.get("tool"))} '
+           f'<span class="status-{_e(status)}">[{_e(status)}]</span> {_e(_first_line(brief))}'
+           f'</summary>{_pre(kind, text)}'
+           f'{result}</details>\n')
+    if span.children:
+        row += ('<div class="subagent"><div class="title">subagent started by this call</div>\n'
+                + "".join(_turn(child, nested=True) for child in span.children) + "</div>\n")
+    return row
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _mark(event: dict) -> str:
+    a, name = event.get("attrs") or {}, event["name"]
+    if name == "crash":
+        kept = f" — {money(a['saved_usd'])} of finished calls kept" if a.get("saved_usd") else ""
+        attempt = f" (attempt {a['attempt']})" if a.get("attempt") else ""
+        return f'<div class="cut crash" data-mark="crash">✗ {_e(a.get("label"))}{attempt}{_e(kept)}</div>\n'
+    if name == "resume":
+        return f'<div class="cut resume" data-mark="resume">↻ {_e(a.get("label"))}</div>\n'
+    if name in ("prompt", "answer"):
+        who = "the harness, on resume" if a.get("synthetic") else "user"
+        return f'<div class="cut prompt">{_e(who)}: {_e(a.get("text"))}</div>\n'
+    return f'<div class="cut prompt">{_e(name)}: {_e(a.get("text"))}</div>\n'
+
+
+def _rows(turn: Span) -> list[tuple]:
+    """Children and marks in the order they happened (marks before spans at the same time)."""
+    rows = [(c.start if c.start is not None else 0, 1, i, c) for i, c in enumerate(turn.children)]
+    rows += [(e["at"] if e.get("at") is not None else 0, 0, i, e) for i, e in enumerate(turn.events)]
+    return sorted(rows, key=lambda r: r[:3])
+
+
+def _turn(turn: Span, nested: bool = False) -> str:
+    models = [c for c in turn.children if c.kind == "model_call"]
+    tools = [c for c in turn.children if c.kind == "tool_call"]
+    tokens = sum(sum((m.attrs.get("tokens") or {}).values()) for m in models)
+    costs = [m.attrs.get("cost_usd") for m in models if m.attrs.get("cost_usd") is not None]
+    summary = (f"{seconds(turn.duration_ms)} · {len(models)} model call(s) · {len(tools)} tool call(s)"
+               f" · {tokens:,} tokens" + (f" · {money(sum(costs))}" if costs else ""))
+    anchor = "" if nested else f' id="turn-{turn.attrs.get("turn", 0)}"'
+    parts = [f'<section class="turn"{anchor}><h3>{_e(turn.name.capitalize())} '
+             f'<span class="sum">{_e(summary)}</span></h3>\n']
+    if turn.attrs.get("prompt"):
+        parts.append(f'<div class="msg user">{_e(turn.attrs["prompt"])}</div>\n')
+    for _, _, _, row in _rows(turn):
+        if isinstance(row, dict):
+            parts.append(_mark(row))
+        else:
+            parts.append(_model_row(turn, row) if row.kind == "model_call" else _tool_row(turn, row))
+    return "".join(parts) + "</section>\n"
+
+
+# pages -------------------------------------------------------------------------------------------
+def _head(view, page: int) -> str:
+    s, t = view.session, view.totals
+    cost = t.get("cost") or {}
+    saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
+             if cost.get("crashes") else "")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
+            f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}</style></head>\n<body>\n"
+            f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
+            f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
+            f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
+            f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
+            f' {t.get("output", 0):,} out / {t.get("cache_read", 0):,} cache read / '
+            f'{t.get("cache_write", 0):,} cache write tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f"<h2>Attempts</h2>\n{_html_timeline(timeline(view.events))}")
+
+
+def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:
+    if link is None or (page == 1 and not more):
+        return ""
+    prev = f'<a rel="prev" href="{_e(link(page - 1))}">← page {page - 1}</a>' if page > 1 else ""
+    nxt = f'<a rel="next" href="{_e(link(page + 1))}">page {page + 1} →</a>' if more else ""
+    return f'<nav class="pages">page {page} {prev}{nxt}</nav>\n'
+
+
+def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
+          link: Callable[[int], str] | None = None) -> Iterator[bytes]:
+    """The pages in order, each a whole HTML document of at most `per_page` turns; `link(n)`
+    names page n for the links between pages. Holds one page of turns at a time."""
+    page, batch = 1, []
+    for turn in turns:
+        if len(batch) == per_page:
+            yield _page(view, page, batch, True, link)
+            page, batch = page + 1, []
+        batch.append(turn)
+    yield _page(view, page, batch, False, link)
+
+
+def _page(view, page: int, turns: list[Span], more: bool, link) -> bytes:
+    nav = _nav(page, more, link)
+    body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
+    return (_head(view, page) + nav + '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
+            + nav + "</body></html>\n").encode("utf-8")

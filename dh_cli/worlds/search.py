@@ -1,0 +1,108 @@
+"""Full-text search over the log (`dh log search`): the FTS5 table `record_text` holds the
+text of each record's prose, tool inputs and outputs (rowid = records.id; contentless, so
+snippets are cut from the record itself)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from ..errors import UnknownHarness
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import search_text
+from .local import STORED_RAW, decode_raw
+
+INDEX_TEXT = ("INSERT INTO record_text (rowid, text) SELECT id, ?4 FROM records"
+              " WHERE source_id = ?1 AND generation = ?2 AND \"offset\" = ?3 AND id > ?5")
+
+
+def index_records(conn: sqlite3.Connection, after_id: int = 0) -> int:
+    """Index records with an id above `after_id` by parsing them again through their
+    harness's wrapper (records that came without their text: older logs, pulled rows)."""
+    rows = conn.execute(
+        f"SELECT r.id, s.harness, {STORED_RAW.replace('raw', 'r.raw').replace('packed', 'r.packed')},"
+        " r.codec FROM records r JOIN sessions s ON s.id = r.session_id WHERE r.id > ?"
+        " ORDER BY r.id", [after_id])
+    added = 0
+    while batch := rows.fetchmany(1000):
+        texts = [(row_id, text) for row_id, text in map(_text_of, batch) if text]
+        conn.executemany("INSERT INTO record_text (rowid, text) VALUES (?, ?)", texts)
+        added += len(texts)
+    return added
+
+
+def _text_of(row) -> tuple[int, str | None]:
+    row_id, harness, stored, codec = row
+    try:
+        wrapper = get_wrapper(harness)
+    except UnknownHarness:
+        return row_id, None
+    return row_id, search_text(wrapper.parse(decode_raw(stored, codec)))
+
+
+@dataclass
+class Hit:
+    session_id: str
+    harness: str
+    source: str
+    turn: int
+    at: str | None
+    kind: str | None
+    snippet: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def fts_query(text: str) -> str:
+    """The user's words as an FTS5 query of quoted terms (all must match), so that quotes,
+    colons or operators in what they typed are searched for, not parsed."""
+    words = re.findall(r"\w+", text)
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+_HITS = f"""
+    SELECT r.session_id, s.harness, o.relpath, r.at, r.kind,
+           (SELECT COUNT(*) FROM records x WHERE x.source_id = r.source_id
+              AND x.generation = r.generation AND x.turn_start = 1 AND x."offset" <= r."offset"),
+           {STORED_RAW.replace('raw', 'r.raw').replace('packed', 'r.packed')}, r.codec
+    FROM record_text t JOIN records r ON r.id = t.rowid
+         JOIN sessions s ON s.id = r.session_id JOIN sources o ON o.id = r.source_id
+    WHERE record_text MATCH :query AND (:harness IS NULL OR s.harness = :harness)
+      AND (:since IS NULL OR r.at >= :since)
+    ORDER BY rank LIMIT :limit"""
+
+
+def search(conn: sqlite3.Connection, text: str, harness: str | None = None,
+           since: str | None = None, limit: int = 50) -> list[Hit]:
+    """Records whose text holds every word of `text`, best matches first (FTS5's bm25)."""
+    from ..errors import UsageError
+
+    query = fts_query(text)
+    if not query:
+        raise UsageError(f"nothing to search for in {text!r}", hint="give one or more words")
+    rows = conn.execute(_HITS, {"query": query, "harness": harness, "since": since,
+                                "limit": limit}).fetchall()
+    words = re.findall(r"\w+", text)
+    return [_hit(row, words) for row in rows]
+
+
+def _hit(row, words: list[str]) -> Hit:
+    session_id, harness, relpath, at, kind, turn, stored, codec = row
+    try:
+        found = search_text(get_wrapper(harness).parse(decode_raw(stored, codec))) or ""
+    except UnknownHarness:
+        found = ""
+    return Hit(session_id, harness, relpath, turn, at, kind, snippet(found, words))
+
+
+def snippet(text: str, words: list[str], width: int = 160) -> str:
+    """The part of `text` around the first of `words`, on one line."""
+    flat = " ".join(text.split())
+    lower = flat.lower()
+    spots = [i for i in (lower.find(w.lower()) for w in words) if i >= 0]
+    at = min(spots) if spots else 0
+    start = max(0, at - 24)  # a little context before the word, most of it after
+    piece = flat[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")

@@ -1,0 +1,143 @@
+"""What sessions cost: every model call priced from genai-prices' table (cache reads and
+writes at their own rates), the same dollars ccusage reports for the same tokens."""
+
+import json
+import os
+import shutil
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from dh_cli.pricing import Pricer
+
+from .conftest import FIXTURES, fixture_home, scenarios
+from .fakes.transcripts import write_claude_transcript
+
+# Published per-million-token prices of claude-opus-4-8 (the model of every Claude Code fixture):
+# input $5, output $25, cache read $0.50, cache write (5 min) $6.25 -- the figures in
+# genai-prices 0.2.3's data (checked below, so a change of the table shows here), the ones
+# ccusage 20.0.24 --offline applies (it printed $0.0007 for basic and $0.00105 for
+# subagent-tasks; $164.82081 for a 100 MB synthetic transcript with 16.8M cache-read tokens, the
+# same as dh), and the ones behind Claude Code's own `total_cost_usd` in the fixtures' result
+# lines ($0.0007 for basic: 40 in x $5 + 20 out x $25 per million).
+OPUS = {"input": 5, "output": 25, "cache_read": 0.5, "cache_write": 6.25}
+CCUSAGE = next(iter(p for p in [os.environ.get("DH_CCUSAGE"),
+                                Path.home() / ".cache/dh-e2e/ccusage/node_modules/.bin/ccusage"]
+                    if p and Path(p).exists()), None)
+
+
+def native_usage(home: Path) -> list[dict]:
+    """Each Claude model call's usage read from the native files, once per message id
+    (Claude Code writes a message as one line per content block, each with the usage)."""
+    seen, calls = set(), []
+    for path in sorted(home.glob("projects/**/*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            message = row.get("message") if isinstance(row.get("message"), dict) else {}
+            if row.get("type") == "assistant" and "usage" in message and message["id"] not in seen:
+                seen.add(message["id"])
+                if message.get("model") != "<synthetic>":
+                    calls.append(message["usage"])
+    return calls
+
+
+def expected_usd(calls: list[dict]) -> float:
+    return sum(u["input_tokens"] * OPUS["input"] + u["output_tokens"] * OPUS["output"]
+               + u.get("cache_read_input_tokens", 0) * OPUS["cache_read"]
+               + u.get("cache_creation_input_tokens", 0) * OPUS["cache_write"] for u in calls) / 1e6
+
+
+def test_the_price_table_holds_the_published_opus_prices():
+    from genai_prices import data_snapshot
+
+    _, model = data_snapshot.get_snapshot().find_provider_model("claude-opus-4-8", None, None, None)
+    price = model.prices if not isinstance(model.prices, list) else model.prices[-1].prices
+    assert (price.input_mtok, price.output_mtok, price.cache_read_mtok, price.cache_write_mtok) == \
+        tuple(Decimal(str(OPUS[k])) for k in ("input", "output", "cache_read", "cache_write"))
+
+
+def harness_cost(scenario: str) -> float | None:
+    """What Claude Code itself says the runs cost (`total_cost_usd` of each run's result
+    line, from its own price table); None when a killed run printed no result."""
+    runs = sorted((FIXTURES / "claude-code" / scenario).glob("run*.stdout.jsonl"))
+    results = [json.loads(line) for run in runs for line in run.read_text().splitlines()
+               if '"type":"result"' in line]
+    return sum(r["total_cost_usd"] for r in results) if len(results) == len(runs) else None
+
+
+@pytest.mark.parametrize("scenario", scenarios("claude-code"))
+def test_real_claude_sessions_cost_what_the_published_prices_give(scenario, tmp_path, run_dh):
+    home = fixture_home("claude-code", scenario, tmp_path)
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    (listed,) = json.loads(run_dh("log", "list", "--json").stdout)
+    shown = json.loads(run_dh("log", "show", listed["id"], "--json").stdout)["totals"]["cost"]
+    expected = harness_cost(scenario) or expected_usd(native_usage(home))
+    assert expected > 0
+    assert listed["cost"] == pytest.approx(expected, rel=0.01)
+    assert shown["usd"] == pytest.approx(expected, rel=0.01) and shown["unpriced_calls"] == 0
+
+
+def _ccusage(config_dir: Path) -> dict:
+    done = subprocess.run([str(CCUSAGE), "session", "--json", "--offline"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["totals"]
+
+
+@pytest.mark.skipif(CCUSAGE is None, reason="ccusage is not installed (npm install --prefix"
+                    " ~/.cache/dh-e2e/ccusage ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24)")
+def test_costs_equal_what_ccusage_reports(tmp_path, run_dh, monkeypatch):
+    """The real ccusage over the same files: the real fixtures, and a transcript with cache reads."""
+    big = tmp_path / "synthetic"
+    write_claude_transcript(big / "projects" / "-p" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl", 2 << 20)
+    homes = {s: fixture_home("claude-code", s, tmp_path / s) for s in scenarios("claude-code")}
+    homes["synthetic"] = big
+    pricer = Pricer()
+    for name, home in homes.items():
+        monkeypatch.setenv("DH_HOME", str(tmp_path / "logs" / name))  # killed-resumed extends killed
+        assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+        (session,) = json.loads(run_dh("log", "list", "--json").stdout)
+        theirs, ours = _ccusage(home), session["tokens"]
+        # the same pricing: ccusage's dollars for its tokens are ours for those tokens
+        same = {"input": theirs["inputTokens"], "output": theirs["outputTokens"],
+                "cache_read": theirs["cacheReadTokens"], "cache_write": theirs["cacheCreationTokens"]}
+        assert pricer.cost("claude-opus-4-8", same, False) == pytest.approx(theirs["totalCost"], rel=0.01)
+        if name == "multiturn":
+            # the mock served each of the 3 launches the same message ids, and ccusage counts
+            # an id once: it sees 2 of the 6 calls. dh counts all 6, as Claude Code's own
+            # result lines do (3 x $0.00035).
+            assert (theirs["inputTokens"], ours["input"]) == (20, 60)
+            assert session["cost"] == pytest.approx(harness_cost(name), rel=0.01)
+            continue
+        assert (ours["input"], ours["output"], ours["cache_read"]) == (
+            theirs["inputTokens"], theirs["outputTokens"], theirs["cacheReadTokens"]), name
+        assert session["cost"] == pytest.approx(theirs["totalCost"], rel=0.01), name
+
+
+def test_cache_reads_and_writes_are_priced_as_such():
+    pricer = Pricer()
+    # Anthropic counts cached tokens apart from input_tokens
+    anthropic = pricer.cost("claude-opus-4-8", {"input": 1000, "output": 100, "cache_read": 10_000,
+                                                "cache_write": 2000}, input_includes_cache=False)
+    assert anthropic == pytest.approx((1000 * 5 + 100 * 25 + 10_000 * 0.5 + 2000 * 6.25) / 1e6)
+    # OpenAI (Codex) counts them inside input_tokens; gpt-5: $1.25 in, $0.125 cached, $10 out
+    openai = pricer.cost("gpt-5", {"input": 10_000, "output": 100, "cache_read": 8000, "cache_write": 0},
+                         input_includes_cache=True)
+    assert openai == pytest.approx((2000 * 1.25 + 8000 * 0.125 + 100 * 10) / 1e6)
+    # a model priced in tiers (by prompt size) goes through the table's own calculation
+    tiered = pricer.cost("claude-sonnet-4-5", {"input": 1000, "output": 100, "cache_read": 500,
+                                               "cache_write": 200}, input_includes_cache=False)
+    assert tiered == pytest.approx((1000 * 3 + 500 * 0.3 + 200 * 3.75 + 100 * 15) / 1e6)
+    assert pricer.cost("claude-opus-4-8[1m]", {"input": 10, "output": 5}, False) == pytest.approx(175e-6)
+    assert pricer.cost("mock-model", {"input": 10, "output": 5}, True) is None
+
+
+def test_a_model_the_table_does_not_know_is_no_cost_not_zero(tmp_path, run_dh):
+    home = fixture_home("codex", "basic", tmp_path)  # its mock server names the model mock-model
+    run_dh("import", "codex", "--all", "--home", str(home))
+    (listed,) = json.loads(run_dh("log", "list", "--json").stdout)
+    assert listed["cost"] is None
+    text = run_dh("log", "show", listed["id"]).stdout
+    assert "cost: - (4 call(s) of a model the price table does not know: mock-model)" in text

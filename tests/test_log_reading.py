@@ -1,0 +1,209 @@
+"""`dh log list` and `dh log show` as a person reads them: one line per session that fits the
+terminal, most recent first, filters, short unique ids; a pager on a terminal only; one turn
+for a turn that crashed and was resumed; no Python reprs anywhere."""
+
+import datetime as dt
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dh_cli import wrappers
+from dh_cli.errors import HarnessNotFound
+from dh_cli.sessionlist import MIN_PREFIX, relative, short_prefixes
+from dh_cli.supervisor.launch import find_binary
+from dh_cli.worlds.local import LocalWorld
+
+from .conftest import fixture_home
+from .test_export import CRASH_EVENTS
+
+IMPORTS = [("claude-code", "basic"), ("codex", "multiturn"), ("pi", "basic"),
+           ("claude-code", "killed-resumed")]
+
+
+@pytest.fixture
+def several(tmp_path, run_dh):
+    for harness, scenario in IMPORTS:
+        home = fixture_home(harness, scenario, tmp_path / scenario)
+        assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0
+    return {s["harness"] + "/" + (s["title"] or ""): s
+            for s in json.loads(run_dh("log", "list", "--json").stdout)}
+
+
+def test_list_fits_80_columns_one_line_per_session(several, run_dh, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = run_dh("log", "list").stdout.splitlines()
+    assert lines[0].split() == ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS", "COST", "TITLE"]
+    assert len(lines) == 1 + len(IMPORTS) and all(len(line) <= 80 for line in lines)
+    assert "Create the file" in lines[1]  # the title: the first prompt (clipped to fit)
+    assert "$0.0007" in lines[1]  # 4 Claude calls priced (see test_cost.py)
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = run_dh("log", "list").stdout.splitlines()
+    assert "CWD" in wide[0].split() and all(len(line) <= 160 for line in wide)
+    assert any("/tmp/dhfx/" in line for line in wide)
+
+
+def test_list_is_sorted_by_last_activity_with_iso_times_in_json(several, run_dh):
+    listed = json.loads(run_dh("log", "list", "--json").stdout)
+    times = [s["last_activity"] for s in listed]
+    assert times == sorted(times, reverse=True)
+    assert all(dt.datetime.fromisoformat(t.replace("Z", "+00:00")).year == 2026 for t in times)
+    assert all(t.endswith("Z") for t in times)
+
+
+def test_list_filters(several, run_dh, tmp_path, monkeypatch):
+    def ids(*args):
+        return [s["harness"] for s in json.loads(run_dh("log", "list", "--json", *args).stdout)]
+
+    assert len(ids("--limit", "2")) == 2
+    assert ids("--harness", "codex") == ["codex"]
+    assert ids("--harness", "claude") == ["claude-code", "claude-code"]
+    assert ids("--since", "2030-01-01") == [] and len(ids("--since", "2026-11-01")) == len(IMPORTS)
+    assert ids("--since", "1h") == []  # the fixtures were captured days before "now"
+    assert ids("--state", "imported") == ids() and ids("--state", "finished") == []
+    assert ids("--cwd", "/tmp/dhfx/pi") == ["pi"] and ids("--cwd", "/tmp/dhfx/p") == []
+    assert set(ids("--cwd", "/tmp/dhfx")) == {"claude-code", "codex", "pi"}
+    monkeypatch.chdir(tmp_path)
+    assert ids("--here") == []
+    bad = run_dh("log", "list", "--since", "yesterday")
+    assert bad.exit_code == 2 and "neither an age nor a date" in str(bad.exception)
+
+
+def test_displayed_ids_are_the_shortest_unique_prefixes(dh_home):
+    world = LocalWorld()
+    # a thousand ids made as dh makes them in one busy minute share long prefixes
+    made = [world.create_session("pi", id=f"1m8rdd{n:08d}").id for n in range(1000)]
+    prefixes = short_prefixes(world)
+    for sid in made:
+        prefix = prefixes[sid]
+        assert world.find_session(prefix).id == sid
+        shorter = prefix[:-1]
+        assert len(shorter) < MIN_PREFIX or sum(s.startswith(shorter) for s in made) > 1
+    assert {len(p) for p in prefixes.values()} == {14}  # all differ in the last digits only
+    lone = world.create_session("pi", id="1zzzzzzzzzzzzz").id
+    assert short_prefixes(world)[lone] == "1zzz"
+
+
+def test_relative_times():
+    now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+    assert [relative(t, now) for t in ["2026-12-01T11:59:30Z", "2026-12-01T11:15:00.000Z",
+                                       "2026-12-01T02:00:00Z", "2026-11-28T12:00:00Z",
+                                       "2026-11-03T12:00:00Z", "2026-01-05T00:00:00Z"]] == [
+        "just now", "45m ago", "10h ago", "3d ago", "4w ago", "2026-01-05"]
+
+
+# show ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def resumed(tmp_path, run_dh):
+    home = fixture_home("claude-code", "killed-resumed", tmp_path)
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    world = LocalWorld()
+    (session,) = world.list_sessions()
+    return world, session["id"]
+
+
+def test_a_resumed_turn_is_one_turn_with_the_cut_marked_inside(resumed, run_dh):
+    world, sid = resumed
+    text = run_dh("log", "show", sid).stdout
+    assert "[turn 1] user: Create the files." in text and "[turn 2]" not in text
+    lines = text.splitlines()
+    cut = lines.index("  ✗ cut off (the harness stopped here)")
+    assert lines[cut - 1].startswith("  tool Bash [ok]") and lines[cut + 1].startswith("  ↻ resumed")
+    assert "  user (resuming turn 1): continue" in lines[cut + 2:]
+    for type_, details, attempt, phase in CRASH_EVENTS:  # as dh journals a supervised crash
+        world.add_event(sid, type_, details, attempt, phase)
+    text = run_dh("log", "show", sid).stdout
+    assert "  ✗ crash: SIGKILL (attempt 1; $0.0002 of finished calls kept)" in text
+    assert "[turn 2]" not in text
+    # the one call finished before the kill was not billed again: 10 in, 5 out of Opus 4.8
+    saved = json.loads(run_dh("log", "show", sid, "--json").stdout)["totals"]["cost"]
+    assert saved["crashes"] == 1 and saved["saved_usd"] == pytest.approx(10 * 5e-6 + 5 * 25e-6)
+
+
+def test_turn_and_last_select_turns(tmp_path, run_dh):
+    home = fixture_home("codex", "multiturn", tmp_path)
+    run_dh("import", "codex", "--all", "--home", str(home))
+    (session,) = LocalWorld().list_sessions()
+    every = run_dh("log", "show", session["id"]).stdout
+    turns = [line for line in every.splitlines() if line.startswith("[turn ")]
+    assert len(turns) == 3
+    second = run_dh("log", "show", session["id"], "--turn", "2").stdout
+    assert [line for line in second.splitlines() if line.startswith("[turn ")] == [turns[1]]
+    last = run_dh("log", "show", session["id"], "--last", "2").stdout
+    assert [line for line in last.splitlines() if line.startswith("[turn ")] == turns[1:]
+    items = json.loads(run_dh("log", "show", session["id"], "--json", "--last", "1").stdout)["items"]
+    assert items and {i["turn"] for i in items} == {3}
+
+
+def test_no_python_reprs_in_show_or_help(tmp_path, run_dh):
+    home = fixture_home("codex", "basic", tmp_path)
+    run_dh("import", "codex", "--all", "--home", str(home))
+    world = LocalWorld()
+    (session,) = world.list_sessions()
+    text = run_dh("log", "show", session["id"]).stdout
+    assert "(mock-model)" in text and "None" not in text
+    world.update_session(session["id"], cwd=None)
+    assert "cwd" not in run_dh("log", "show", session["id"]).stdout.splitlines()[1]
+    for args in (["--help"], ["run", "--help"], ["log", "list", "--help"], ["log", "show", "--help"]):
+        help_text = run_dh(*args).stdout
+        assert "<bool>" not in help_text and "<list" not in help_text and "<str>" not in help_text
+
+
+def _on_a_terminal(args: list[str], env: dict) -> str:
+    """Run dh with its stdout on a pseudo-terminal; returns what the terminal showed."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dh_cli", *args], stdout=follower,
+                            stderr=subprocess.STDOUT, env={**os.environ, **env})
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    return shown.decode(errors="replace")
+
+
+def test_show_pages_on_a_terminal_only(resumed, tmp_path):
+    _, sid = resumed
+    paged = tmp_path / "paged.txt"
+    env = {"PAGER": f"cat > {paged}", "PYTHONPATH": str(Path(__file__).parent.parent)}
+    shown = _on_a_terminal(["log", "show", sid], env)
+    assert "[turn 1]" not in shown and "[turn 1] user: Create the files." in paged.read_text()
+    paged.unlink()
+    assert "[turn 1] user" in _on_a_terminal(["log", "show", sid, "--no-pager"], env)
+    assert not paged.exists()
+    piped = subprocess.run([sys.executable, "-m", "dh_cli", "log", "show", sid], capture_output=True,
+                           text=True, env={**os.environ, **env}, timeout=60)
+    assert "[turn 1] user" in piped.stdout and not paged.exists()
+
+
+# small things ------------------------------------------------------------------------------------
+def test_the_binary_hint_names_the_readme_variable():
+    with pytest.raises(HarnessNotFound) as raised:
+        find_binary(wrappers.get("claude-code"), {"PATH": "/nonexistent"})
+    assert raised.value.hint == "install it, or set DH_CLAUDE_BIN"
+    assert find_binary(wrappers.get("claude-code"), {"DH_CLAUDE_BIN": "/bin/true"}) == ["/bin/true"]
+
+
+def test_log_status_does_not_create_the_log(dh_home, run_dh):
+    result = run_dh("log", "status")
+    assert result.exit_code == 0 and "not created yet" in result.stdout
+    assert not (dh_home / "dh.db").exists()
+    assert run_dh("log", "status", "--path").stdout.strip() == str(dh_home / "dh.db")
+
+
+def test_dh_alone_prints_help_and_succeeds():
+    for args in ([], ["log"]):
+        done = subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0 and "Usage: dh" in done.stdout

@@ -1,0 +1,159 @@
+"""The log as people query it (sqlite-utils, datasette): JSON functions work over every row of
+`records`, records join sessions, the views answer the usual questions, and a log written
+before this schema is upgraded in place, byte-exact."""
+
+import json
+import shutil
+import subprocess
+import zlib
+from pathlib import Path
+
+import lz4.block
+import pytest
+from sqlite_utils import Database
+
+from dh_cli import wrappers
+from dh_cli.logschema import EXAMPLES
+from dh_cli.resume.rebuild import rebuild_session
+from dh_cli.worlds import migrations
+from dh_cli.worlds.local import LocalWorld
+
+from .conftest import fixture_home
+
+SQLITE_UTILS = shutil.which("sqlite-utils")
+README = Path(__file__).parent.parent / "README.md"
+
+
+def query(db: Path, sql: str) -> list[dict]:
+    """Run a query with the real sqlite-utils CLI, as a user would."""
+    done = subprocess.run([SQLITE_UTILS, "query", str(db), sql], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def real_log(tmp_path, run_dh, dh_home):
+    """A log holding real Claude Code (with long, compressed lines) and Codex sessions."""
+    for harness, scenario in [("claude-code", "killed-resumed"), ("codex", "killed-resumed")]:
+        home = fixture_home(harness, scenario, tmp_path)
+        assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0
+    return dh_home / "dh.db"
+
+
+@pytest.mark.skipif(not SQLITE_UTILS, reason="the sqlite-utils CLI is not installed")
+def test_json_extract_over_every_record_succeeds_with_long_lines(real_log):
+    world = LocalWorld()
+    total, packed = world.conn.execute("SELECT COUNT(*), COUNT(packed) FROM records").fetchone()
+    assert packed >= 2  # the Claude session's long lines are stored LZ4-compressed
+    rows = query(real_log, "select json_extract(raw,'$.type') from records")
+    assert len(rows) == total
+    assert {"user", "assistant", "response_item"} <= {r["json_extract(raw,'$.type')"] for r in rows}
+    # the control: the compressed bytes themselves are what JSON functions fail on
+    done = subprocess.run([SQLITE_UTILS, "query", str(real_log),
+                           "select json_extract(packed,'$.type') from records"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "malformed JSON" in done.stderr
+
+
+def test_records_join_sessions_with_foreign_keys_and_one_time_format(real_log):
+    world = LocalWorld()
+    assert world.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    fks = {(fk[3], fk[2]) for fk in world.conn.execute("PRAGMA foreign_key_list(records)")}
+    assert {("session_id", "sessions"), ("source_id", "sources"), ("codec", "codecs")} <= fks
+    assert world.conn.execute("SELECT COUNT(*) FROM records WHERE session_id IS NULL"
+                              " OR codec IS NULL").fetchone() == (0,)
+    at, ts = world.conn.execute("SELECT at, ts FROM records WHERE ts IS NOT NULL LIMIT 1").fetchone()
+    assert at == "2026-11-29T07:55:40.126Z" and ts == 1795938940126
+    types = {row[0] for row in world.conn.execute("SELECT DISTINCT typeof(raw) FROM records")}
+    assert types == {"text", "null"}  # datasette shows the lines as text, not <Binary>
+
+
+def test_tool_status_model_and_the_views(real_log):
+    conn = LocalWorld().conn
+    calls = conn.execute("SELECT tool, status, duration_ms FROM tool_calls"
+                         " ORDER BY started_at").fetchall()
+    assert [c[0] for c in calls] == ["exec_command"] * 3 + ["Bash", "Write", "Read"]  # by time
+    assert {c[1] for c in calls} == {"ok"} and all(c[2] >= 0 for c in calls)
+    models = dict(conn.execute("SELECT s.harness, GROUP_CONCAT(DISTINCT m.model) FROM model_calls m"
+                               " JOIN sessions s ON s.id = m.session_id GROUP BY 1"))
+    assert models == {"claude-code": "claude-opus-4-8", "codex": "mock-model"}
+    turns = conn.execute("SELECT s.harness, t.turn, t.model_calls, t.tool_calls FROM turns t"
+                         " JOIN sessions s ON s.id = t.session_id ORDER BY 1, 2").fetchall()
+    assert turns == [("claude-code", 1, 1, 1), ("claude-code", 2, 3, 2),
+                     ("codex", 1, 1, 1), ("codex", 2, 3, 2)]
+    assert conn.execute("SELECT COUNT(*) FROM attempts").fetchone() == (0,)  # imported: no launches
+
+
+@pytest.mark.skipif(not SQLITE_UTILS, reason="the sqlite-utils CLI is not installed")
+def test_the_documented_example_queries_run(real_log, run_dh):
+    per_session, slowest, commands = (query(real_log, sql) for _, sql in EXAMPLES)
+    assert [(r["harness"], r["calls"], r["tokens_in"]) for r in per_session] == [
+        ("claude-code", 4, 40), ("codex", 4, 400)]
+    assert slowest[0]["tool"] == "Bash" and slowest[0]["duration_ms"] == 48
+    assert [r["command"] for r in commands] == ["echo step0 >> steps.log"]
+    readme, schema = README.read_text(), run_dh("log", "schema").stdout
+    for title, sql in EXAMPLES:
+        assert sql in readme and sql in schema, title
+
+
+# upgrading a log written before m007 -------------------------------------------------------------
+OLD_COLUMNS = ["source_id", "generation", "offset", "raw", "codec", "kind", "native_id",
+               "parent_id", "role", "tool_name", "tool_call_id", "model", "msg_id", "tokens_in",
+               "tokens_out", "tokens_cache_read", "tokens_cache_write", "ts", "flags"]
+
+
+def _old_rows(wrapper, source_id: int, path: Path, extra: list[bytes] = ()) -> list[tuple]:
+    """A file's lines as an m006 log held them: long lines LZ4 (or deflate, as before m006),
+    short ones with codec NULL or 0; no status, turn mark or Codex model."""
+    rows, offset = [], 0
+    for i, raw in enumerate(path.read_bytes().splitlines(keepends=True) + list(extra)):
+        row = wrappers.base.to_record(wrapper.parse(raw), source_id, 0, offset, raw)[:19]
+        stored, codec = raw, (None if i % 2 else 0)
+        if len(raw) > 1024:
+            stored, codec = (lz4.block.compress(raw), 2) if i % 2 else (_deflate(raw), 1)
+        rows.append(row[:3] + (stored, codec) + row[5:])
+        offset += len(raw)
+    return rows
+
+
+def _deflate(raw: bytes) -> bytes:
+    packer = zlib.compressobj(1, zlib.DEFLATED, -12)
+    return packer.compress(raw) + packer.flush()
+
+
+def test_an_m006_log_is_upgraded_byte_exact_and_queryable(tmp_path, dh_home):
+    claude = next(fixture_home("claude-code", "killed-resumed", tmp_path).glob("projects/*/*.jsonl"))
+    codex = next(fixture_home("codex", "killed-resumed", tmp_path).glob("sessions/*/*/*/*.jsonl"))
+    odd = [b'not json at all\n', b'{"type":"bad utf8 \xff"}\n', b'{"type":"nul\x00"}\n']
+    dh_home.mkdir(parents=True)
+    db = Database(dh_home / "dh.db")
+    migrations.migration_set().apply(db, stop_before="m007_queryable_records")
+    for n, (harness, path, extra) in enumerate([("claude-code", claude, odd), ("codex", codex, [])], 1):
+        db["sessions"].insert({"id": f"old{n}", "harness": harness, "state": "imported",
+                               "created_at": "2026-01-01", "updated_at": "2026-01-01"})
+        db["sources"].insert({"id": n, "session_id": f"old{n}", "kind": "jsonl", "relpath": path.name})
+        db["records"].insert_all([dict(zip(OLD_COLUMNS, row)) for row in
+                                  _old_rows(wrappers.get(harness), n, path, extra)])
+    codecs = {row[0] for row in db.execute("SELECT DISTINCT codec FROM records")}
+    assert codecs == {None, 0, 1, 2}
+    db.conn.close()
+
+    world = LocalWorld()  # migrates
+    assert not migrations.pending(world.conn)
+    out = tmp_path / "rebuilt"
+    for n, path, extra in [(1, claude, odd), (2, codex, [])]:
+        (written,) = rebuild_session(world, world.get_session(f"old{n}"), out)
+        assert written.path.read_bytes() == path.read_bytes() + b"".join(extra)
+    conn = world.conn
+    assert conn.execute("SELECT COUNT(*) FROM records WHERE raw IS NOT NULL AND NOT json_valid(raw)"
+                        ).fetchone() == (0,)
+    assert conn.execute("SELECT COUNT(*) FROM records WHERE packed IS NOT NULL AND codec = 0"
+                        ).fetchone() == (3,)  # the three odd lines: not JSON text
+    assert {r[0] for r in conn.execute("SELECT DISTINCT codec FROM records")} == {0, 1, 2}
+    assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE status = 'ok'").fetchone() == (6,)
+    assert conn.execute("SELECT DISTINCT model FROM model_calls WHERE session_id = 'old2'"
+                        ).fetchall() == [("mock-model",)]
+    assert conn.execute("SELECT COUNT(*) FROM turns").fetchone() == (4,)
+    hits = conn.execute("SELECT COUNT(*) FROM record_text WHERE record_text MATCH 'step0'").fetchone()
+    assert hits[0] >= 1
