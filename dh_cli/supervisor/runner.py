@@ -85,6 +85,7 @@ class Supervisor:
         self.user_signal: int | None = None
         self.child = None
         self.wake_fd: int | None = None
+        self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -112,6 +113,8 @@ class Supervisor:
                 signal.signal(sig, handler)
             os.close(self.wake_fd)
             os.close(wake_w)
+            if hasattr(self.child, "restore"):
+                self.child.restore()  # on every way out, even an error mid-attempt
             end_descendants(exclude=set())
 
     def _loop(self, argv: list[str]) -> int:
@@ -128,6 +131,8 @@ class Supervisor:
             if self._sleep(decision.delay):
                 return 128 + self.user_signal
             argv, kept = self._resume_argv(attempt)
+            if hasattr(self.child, "clear"):
+                self.child.clear()  # the relaunched TUI draws on a clean screen, under the notice
             self._notice_resume(attempt, outcome, kept)
 
     def _run_attempt(self, argv: list[str]) -> Attempt:
@@ -145,16 +150,26 @@ class Supervisor:
                     number, "outcome")
         return attempt
 
+    def _attempt_env(self) -> dict[str, str]:
+        env = dict(self.opts.env)
+        for name, value in self.attempt_env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
+
     def _spawn(self, argv: list[str]):
         full = self.opts.binary + argv
+        env, self.attempt_env = self._attempt_env(), {}
         self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir(),
                                notice=self.opts.notice)
         if self.opts.interactive:
             from .terminal import PtyChild
 
-            child = PtyChild(full, self.opts.env, self.opts.cwd)
+            child = PtyChild(full, env, self.opts.cwd)
         else:
-            child = PipeChild(full, self.opts.env, self.opts.cwd, self._on_output)
+            child = PipeChild(full, env, self.opts.cwd, self._on_output)
         self.child = child
         self.live.start()
         return child
@@ -230,23 +245,36 @@ class Supervisor:
             self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
                         attempt.number + 1, "outcome")
             return self.opts.args, 0
-        prompt = self._continue_prompt(prepared.unlogged)
-        argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
-                                        session.native_path, prompt, self.opts.headless)
+        if self.opts.headless:
+            argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
+                                            session.native_path,
+                                            self._continue_prompt(prepared.unlogged), True)
+            continues = "prompt"
+        else:
+            argv, continues = self._interactive_resume(session, prepared)
         self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
-                                    "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls},
-                    attempt.number + 1, "outcome")
+                                    "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls,
+                                    "continues": continues}, attempt.number + 1, "outcome")
         return argv, prepared.finished_calls
 
-    def _continue_prompt(self, unlogged: list[dict]) -> str | None:
-        """Headless: the continuation prompt, with a word on each tool command that ran
-        without a call in the session (the model decides what to check). Interactive: there
-        is no prompt to carry it, so the user is told."""
+    def _interactive_resume(self, session: Session, prepared) -> tuple[list[str], str]:
+        """The wrapper decides how its TUI carries a cut turn on (argv, environment); the
+        supervisor only applies it to the next attempt."""
+        cut = not prepared.turn_complete
+        prompt = self._continue_prompt(prepared.unlogged) if cut else None
+        records = current_turn(self.world, session, self.world.sources(session.id)[0])
+        plan = self.wrapper.interactive_resume(self.opts.args, session.harness_session_id,
+                                               session.native_path, prompt, records)
+        self.attempt_env = plan.env
+        return plan.argv, plan.continues
+
+    def _continue_prompt(self, unlogged: list[dict]) -> str:
+        """The continuation prompt, with a word on each tool command that ran without a call
+        in the session (the model decides what to check). In a terminal the user is told too."""
         notes = [unlogged_text(outcome) for outcome in unlogged]
         if not self.opts.headless:
             for note in notes:
                 self.opts.notice(f"dh: {note}")
-            return None
         return "\n\n".join([self.opts.continue_prompt, *notes])
 
     def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:

@@ -1,13 +1,19 @@
 """Interactive runs: the harness gets a pseudo-terminal, and the user's terminal is passed
 through — keys in, output out, window size on SIGWINCH. dh's own terminal is in raw mode
 only while an attempt runs and is restored between attempts, so dh's one-line notices print
-normally."""
+normally.
+
+A killed TUI leaves the terminal as it had set it: in the alternate screen, cursor hidden,
+mouse and bracketed-paste reporting on, keypad in application mode, its frame on screen.
+When an attempt ends dh puts every such mode back (RESET); before a relaunch it also clears
+the screen (CLEAR), so the new TUI does not draw over rows of the old frame."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -17,6 +23,31 @@ import time
 import tty
 
 from .procs import Child, _write_all
+
+
+RESET = (
+    b"\x1b[?1049l"  # leave the alternate screen (restores the main one)
+    b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l"  # mouse reports off
+    b"\x1b[?2004l"  # bracketed paste off
+    b"\x1b[?1004l"  # focus reports off
+    b"\x1b[?2026l"  # end a synchronized update cut short (or the terminal stops drawing)
+    b"\x1b[?1l\x1b>"  # cursor keys and keypad back to normal mode
+    b"\x1b[>4m"  # modifyOtherKeys back to the default
+    b"\x1b[r\x1b[?7h"  # whole-screen scroll region, line wrap on
+    b"\x1b[0m\x1b[?25h"  # plain colours, cursor shown
+)
+CLEAR = b"\x1b[H\x1b[2J"  # cursor home, screen erased (the scrollback is the user's: kept)
+
+
+KITTY_PUSH = re.compile(rb"\x1b\[>\d*u")
+KITTY_POP = re.compile(rb"\x1b\[<\d*u")
+
+
+def restore_screen(fd: int, clear: bool = False, kitty_pushed: int = 0) -> None:
+    """Put back the modes a TUI may have set; with clear, erase its frame too. The kitty
+    keyboard modes are a stack: only the entries the TUI pushed and did not pop are popped."""
+    if os.isatty(fd):
+        _write_all(fd, RESET + b"\x1b[<u" * kitty_pushed + (CLEAR if clear else b""))
 
 
 def _window_size(fd: int) -> bytes | None:
@@ -43,6 +74,7 @@ class PtyChild(Child):
         os.close(slave)
         super().__init__(popen)
         self.saved = self._raw_mode()
+        self.kitty_pushed = 0  # kitty keyboard modes the harness pushed and has not popped
         self.stop = threading.Event()
         self.old_winch = signal.signal(signal.SIGWINCH, self._resize) \
             if threading.current_thread() is threading.main_thread() else None
@@ -84,8 +116,14 @@ class PtyChild(Child):
             return False
         if output:
             self.last_output = time.monotonic()
+            if b"\x1b[>" in data or b"\x1b[<" in data:  # cheap: rare in output
+                self._count_kitty(data)
         _write_all(dst, data)
         return True
+
+    def _count_kitty(self, data: bytes) -> None:
+        pushed = len(KITTY_PUSH.findall(data)) - len(KITTY_POP.findall(data))
+        self.kitty_pushed = max(0, self.kitty_pushed + pushed)
 
     def finish(self) -> None:
         """Drain what is left, then give the user's terminal back as it was."""
@@ -98,7 +136,20 @@ class PtyChild(Child):
             pass
         os.close(self.master)
         self.close_pidfd()
+        self.restore()
+
+    def restore(self) -> None:
+        """The user's terminal as it was before the attempt: cooked mode, every mode the TUI
+        set put back, dh's SIGWINCH handler gone. Safe to call twice."""
         if self.saved is not None:
             termios.tcsetattr(self.stdin_fd, termios.TCSADRAIN, self.saved)
+            self.saved = None
+            restore_screen(self.stdout_fd, kitty_pushed=self.kitty_pushed)
+            self.kitty_pushed = 0
         if self.old_winch is not None:
             signal.signal(signal.SIGWINCH, self.old_winch)
+            self.old_winch = None
+
+    def clear(self) -> None:
+        """Erase the old frame before a relaunch (the notice then prints on a clean screen)."""
+        restore_screen(self.stdout_fd, clear=True)

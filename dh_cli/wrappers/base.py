@@ -53,6 +53,18 @@ class LaunchPlan:
     resuming: bool = False  # the user's own args resume an existing native session
 
 
+@dataclass
+class Relaunch:
+    """How an interactive harness comes back after a crash, as its wrapper decides: the
+    argv, the environment changes for that attempt (None unsets a variable), and who carries
+    a cut turn on — `prompt` (dh's continuation prompt is in argv), `harness` (the harness
+    continues it by itself, so dh sends nothing) or `none` (the turn was complete)."""
+
+    argv: list[str]
+    env: dict[str, str | None] = field(default_factory=dict)
+    continues: str = "none"
+
+
 def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int], list[int]]:
     """Indexes of flag tokens (with their values) and of positional tokens in args.
     `--flag=value` is one token; a flag in value_flags consumes the next token; `--` ends flags."""
@@ -240,6 +252,15 @@ class Wrapper:
         """Args that resume the session: the user's flags that still apply, the harness's
         own resume flags, and the continuation prompt (when given)."""
         raise NotImplementedError
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """The relaunch of a TUI killed mid-turn. `prompt` is dh's continuation prompt when
+        the turn was cut (None when it was complete); `records` are the current turn's, as
+        repaired. By default the prompt rides in argv, the way each TUI takes a first
+        message (a positional word, or a flag), so the turn goes on with no keystroke."""
+        argv = self.resume_args(original, native_id, native_path, prompt, False)
+        return Relaunch(argv, continues="prompt" if prompt else "none")
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, regular_file,
+                   text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
 
@@ -198,6 +199,31 @@ class ClaudeWrapper(Wrapper):
         groups, _ = self._split(original)
         flags = headless_flags(groups, SESSION_FLAGS, headless)
         return [*flags, "--resume", native_id, *prompt_tail(prompt)]
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """Claude Code's TUI continues a cut turn itself when CLAUDE_CODE_RESUME_INTERRUPTED_TURN
+        is set (its own crash-respawn path, in 2.1.197 and 2.1.332): when the transcript ends
+        in a user row — a tool result, dh's repair, or the prompt itself — it sends the
+        continue text (CLAUDE_CODE_RESUME_PROMPT, so dh's wording) or the cut prompt as the
+        first message, and writes no extra "No response requested." row. dh then passes no
+        prompt of its own: one continuation, never two. A transcript ending in an assistant
+        row cut short is not an interrupted turn to Claude; there the prompt goes in argv.
+        The variable is unset whenever dh does not want it, so a user's own export of it
+        cannot continue a turn a second time."""
+        argv = self.resume_args(original, native_id, native_path, None, False)
+        off = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+        if not prompt:
+            return Relaunch(argv, off)
+        if self._ends_in_user_row(records):
+            return Relaunch(argv, {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1",
+                                   "CLAUDE_CODE_RESUME_PROMPT": prompt}, "harness")
+        return Relaunch([*argv, *prompt_tail(prompt)], off, "prompt")
+
+    def _ends_in_user_row(self, records: list[Record]) -> bool:
+        rows = [p for p in self.conversation(records) if p.kind in ("user", "tool_result", "assistant",
+                                                                     "tool_call")]
+        return bool(rows) and rows[-1].kind in ("user", "tool_result") and not rows[-1].synthetic
 
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

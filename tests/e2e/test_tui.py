@@ -1,0 +1,139 @@
+"""dh over the REAL harness TUIs in a pseudo-terminal, the screen rendered by pyte: the prompt
+is typed once, the harness's process group is SIGKILLed (a) while a model reply is stalled and
+(b) while a shell tool runs, and with no further keystroke
+
+* dh relaunches the harness in the same terminal and the cut turn completes;
+* every finished reply was requested from the fake model exactly once (nothing paid twice);
+* each tool step's effect happened once;
+* the screen right after dh's notice holds no row of the old frame (dh cleared it), and the
+  notice is on screen.
+
+Then the harness's own quit ends dh with no relaunch, and the session says `finished`."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+import pytest
+
+from tests.fakes.model_server import tool_results
+from tests.rig import SCRIPT
+
+from .test_real_harnesses import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_rebilling, events,
+                                  launched_pid, logged, read, session_of)
+
+pytest.importorskip("pexpect")
+pytest.importorskip("pyte")
+from .tui import NOTICE, Tui, seed_claude_tui, trust_codex_project  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+STALL_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=60, delay_times=1), *R[2:]]}
+TOOL_SCRIPT = {"replies": [{"text": "Running a slow command.", "shell": SLOW_COMMAND}, *R[1:]]}
+PROMPT = "Create the files."
+
+# harness -> (TUI args, text on screen once its editor is ready, keys that quit it)
+TUI = {
+    "claude-code": (["--dangerously-skip-permissions"], "bypass permissions", ["/exit", "\r"]),
+    "pi": (["--provider", "mock", "--model", "mock-claude"], "mock-claude", ["\x04", "\x04"]),
+}
+
+
+def served(rig, index: int, event: str = "request"):
+    return lambda: any(e.get("reply_index") == index and e["event"] == event for e in rig.server.log)
+
+
+def command_running(rig) -> bool:
+    """The slow shell tool is running (found by its command line among all processes)."""
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            if "effect.log" in " ".join(proc.info["cmdline"] or []) and \
+                    proc.info["cwd"] == os.path.realpath(rig.proj):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def prepare(rig, harness: str, installed) -> None:
+    if harness == "claude-code":
+        seed_claude_tui(rig, installed.versions().get(harness, "2.1.197"))
+    if harness == "codex":
+        trust_codex_project(rig)
+
+
+def start(rig, harness: str, installed) -> Tui:
+    prepare(rig, harness, installed)
+    return Tui(rig, harness, TUI[harness][0])
+
+
+def kill_and_continue(tui: Tui, rig, harness: str, when: str) -> None:
+    """Type the prompt, wait for `when`, SIGKILL the harness's group, and wait (no key typed)
+    for the final reply to be delivered and shown."""
+    ready = TUI[harness][1]
+    tui.until(lambda: tui.on_screen(ready), what="the editor")
+    tui.type_line(PROMPT)
+    if when == "stall":
+        tui.until(served(rig, 1), what="reply #1 requested")
+        # kill once the tool result is logged: a TUI may write it after the next request
+        tui.until(lambda: logged(rig, "tool_result") >= 1, what="the tool result logged")
+    else:
+        # Claude Code's TUI writes its transcript a moment late: killed before the prompt and
+        # the call reached the file, it leaves nothing to resume (and dh cannot know the
+        # typed prompt). So the kill comes once the call is logged, the command still running.
+        tui.until(lambda: logged(rig, "tool_call") >= 1, what="the tool call logged")
+        assert command_running(rig), "the shell tool ended before the kill"
+    old_frame = [row for row in tui.rows() if row.strip()]
+    os.killpg(launched_pid(rig), signal.SIGKILL)
+    tui.until(lambda: tui.at_notice is not None, what="dh's notice")
+    notice_screen = tui.at_notice
+    assert any(NOTICE in row for row in notice_screen), notice_screen
+    leftover = [row for row in old_frame if row in notice_screen and NOTICE not in row]
+    assert not leftover, f"old rows still on screen after the relaunch: {leftover}"
+    tui.until(served(rig, 3, "response_done"), what="the final reply")
+    tui.until(lambda: tui.on_screen("All done."), what="the final answer on screen")
+
+
+def check_quit(tui: Tui, rig, harness: str) -> None:
+    code = tui.quit(TUI[harness][2])
+    assert code == 0, tui.text()
+    assert [e.type for e in events(rig)].count("launched") == 2
+    assert session_of(rig)["state"] == "finished"
+
+
+@pytest.mark.parametrize("harness", list(TUI))
+def test_tui_kill_during_stalled_reply_goes_on(real_rig, installed, harness):
+    rig = real_rig(STALL_SCRIPT)
+    tui = start(rig, harness, installed)
+    try:
+        kill_and_continue(tui, rig, harness, "stall")
+        check_quit(tui, rig, harness)
+    finally:
+        tui.close()
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
+
+
+@pytest.mark.parametrize("harness", list(TUI))
+def test_tui_kill_during_shell_tool_goes_on(real_rig, installed, harness):
+    rig = real_rig(TOOL_SCRIPT)
+    tui = start(rig, harness, installed)
+    try:
+        kill_and_continue(tui, rig, harness, "tool")
+        check_quit(tui, rig, harness)
+    finally:
+        tui.close()
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert read(rig.proj / "effect.log") == "once\n"  # the command ran once, never again
+    assert read(rig.proj / "a.txt") == "alpha\n"
+    first_after = rig.server.main_requests()[1]
+    results = tool_results(first_after["api"], first_after["body"])
+    assert MAY_HAVE_RUN in results[0][1], results
+
+
+def test_scripts_reach_the_final_reply():
+    assert STALL_SCRIPT["replies"][-1] == SCRIPT["replies"][-1] == {"text": "All done."}
