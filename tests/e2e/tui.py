@@ -73,6 +73,15 @@ class Tui:
     def on_screen(self, text: str) -> bool:
         return text in self.text()
 
+    def quiet(self, seconds: float = 0.8, timeout: float = 30.0) -> None:
+        """Wait until the TUI has drawn nothing for `seconds` (its start-up is over)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            size = len(self.raw)
+            self.idle(seconds)
+            if len(self.raw) == size:
+                return
+
     def idle(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and self.pump():
