@@ -3,6 +3,7 @@ record the intent, take the session's lock, and hand over to the Supervisor."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .procs import process_alive
+from .live import Launch
 from .runner import RunOptions, Supervisor, prepare_sync
 
 
@@ -130,8 +132,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
 
         session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
         # What the harness wrote while no dh mirrored it (dh was killed), including files the
-        # log does not know yet: found by the session's native id or path, then logged.
-        prepare_sync(world, wrapper, session)
+        # log does not know yet: found by the session's native id or path (or, when dh died
+        # before it learnt either, by cwd and time since the session began), then logged.
+        prepare_sync(world, wrapper, session, launch=_since_created(session))
         session = world.get_session(session.id)
         supervisor = Supervisor(world, wrapper, session, opts)
         from ..resume.prepare import prepare_resume
@@ -159,6 +162,18 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
                     f"call(s) kept, {len(prepared.repairs)} repaired)")
         supervisor.session = session
         return supervisor.run(argv)
+
+
+def _since_created(session: Session) -> Launch | None:
+    """For a session whose native id dh never learnt: whatever the harness created for its
+    cwd since the session began (sessions other dh sessions own are skipped)."""
+    if session.harness_session_id or session.native_path or not session.created_at:
+        return None
+    try:
+        since = datetime.datetime.fromisoformat(session.created_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return Launch(since, session.cwd or os.getcwd(), {})
 
 
 def default_env() -> dict[str, str]:

@@ -19,7 +19,7 @@ from ..resume.prepare import current_turn, prepare_resume
 from ..resume.replay import unlogged_text
 from ..wrappers.base import Wrapper
 from . import states
-from .live import LiveMirror
+from .live import Launch, LiveMirror, launched_native
 from .policy import PolicyConfig, RestartPolicy
 from .procs import PipeChild, become_subreaper
 from .tools import ToolTracker, end_descendants
@@ -162,8 +162,9 @@ class Supervisor:
     def _spawn(self, argv: list[str]):
         full = self.opts.binary + argv
         env, self.attempt_env = self._attempt_env(), {}
-        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir(),
-                               notice=self.opts.notice)
+        self.launch = self._launch_info()
+        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dirs(),
+                               notice=self.opts.notice, launch=self.launch)
         if self.opts.interactive:
             from .terminal import PtyChild
 
@@ -179,12 +180,26 @@ class Supervisor:
             self.live.native_id = native
             self.live.wake.set()
 
-    def _watch_dir(self) -> Path | None:
+    def _launch_info(self) -> Launch | None:
+        """Taken just before the launch when dh knows neither the session's id nor its
+        file: the live mirror then finds what the harness creates (or, told to continue a
+        session it picks itself, writes to) by cwd and time, not by its stdout."""
+        if self.session.harness_session_id or self.session.native_path:
+            return None
+        resuming = self.wrapper.plan_launch(self.opts.args, self.opts.cwd,
+                                            Path(self.session.home)).resuming
+        return Launch.of(self.wrapper, Path(self.session.home), self.session.cwd or self.opts.cwd,
+                         resuming)
+
+    def _watch_dirs(self) -> list[Path] | None:
+        """The session file's folder when known, else the wrapper's folders (the first one
+        created when missing, so a watch can be set before the harness writes)."""
         path = Path(self.session.native_path) if self.session.native_path else None
-        folder = path.parent if path else self.wrapper.watch_root(Path(self.session.home))
+        home = Path(self.session.home)
+        folders = [path.parent] if path else self.wrapper.watch_folders(home)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            return folder
+            folders[0].mkdir(parents=True, exist_ok=True)
+            return folders
         except OSError:
             return None
 
@@ -209,7 +224,7 @@ class Supervisor:
         self.live.stop()
         if self.live.error:
             raise self.live.error
-        prepare_sync(self.world, self.wrapper, self.session, self.live.native_id)
+        prepare_sync(self.world, self.wrapper, self.session, self.live.native_id, self.launch)
 
     def _stalled(self, child) -> bool:
         timeout = self.opts.stall_timeout
@@ -316,13 +331,16 @@ class Supervisor:
         self.world.add_event(self.session.id, type_, scrub(details), attempt, phase)
 
 
-def prepare_sync(world, wrapper, session, native_id: str | None = None) -> None:
+def prepare_sync(world, wrapper, session, native_id: str | None = None,
+                 launch: Launch | None = None) -> None:
     """The final drain: read every native file to its end once the harness has exited."""
     from ..mirror.session import SessionMirror
 
     session = world.get_session(session.id)
     native = wrapper.locate(Path(session.home), native_id or session.harness_session_id,
                             Path(session.native_path) if session.native_path else None)
+    if native is None and not native_id:
+        native = launched_native(world, wrapper, session, launch)
     if native and native.harness_session_id != session.harness_session_id:
         world.update_session(session.id, harness_session_id=native.harness_session_id,
                              native_path=str(native.sources[0].path))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import Parsed, Record, ToolCall
+from .identity import file_mark, pick_launched, same_dir
 
 
 @dataclass
@@ -192,6 +193,36 @@ class Wrapper:
     def watch_root(self, home: Path) -> Path:
         """The folder to watch when the session file is not known before launch."""
         return home / "sessions"
+
+    def watch_folders(self, home: Path) -> list[Path]:
+        """The existing folders to watch at launch, at or below watch_root: the ones a new
+        session file is written into. Folders created below a watched one later are
+        watched as they appear (supervisor/live.py)."""
+        return [self.watch_root(home)]
+
+    # identity without the harness's stdout (see identity.py) ------------------------------------
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Sessions for cwd whose state may have been written at or after `since` (epoch
+        seconds), oldest first, found cheaply. The default scans the whole home."""
+        return [s for s in self.discover(home) if same_dir(s.cwd, cwd)]
+
+    def state_mark(self, session: NativeSession):
+        """What changes when the harness writes to the session (its main file's mtime, size)."""
+        return file_mark(session.sources[0].path) if session.sources else None
+
+    def snapshot(self, home: Path, cwd: str) -> dict:
+        """The sessions for cwd at launch: id -> state_mark."""
+        try:
+            return {s.harness_session_id: self.state_mark(s) for s in self.recent_sessions(home, cwd, 0.0)}
+        except Exception:  # noqa: BLE001 - a damaged home: everything found later is new
+            return {}
+
+    def launched_session(self, home: Path, cwd: str, since: float, before: dict,
+                         resuming: bool, claimed=lambda native_id: False) -> NativeSession | None:
+        """The native session a harness launched at `since` in cwd is writing, for one that
+        prints no id: new since launch (or, resuming one it picks itself, changed since)."""
+        return pick_launched(self.recent_sessions(home, cwd, since), before, resuming,
+                             self.state_mark, claimed)
 
     # reading records ----------------------------------------------------------------------
     def parse(self, raw: bytes) -> Parsed:

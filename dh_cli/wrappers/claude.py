@@ -16,6 +16,7 @@ from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, r
                    text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
+from .identity import modified_since
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
@@ -88,6 +89,14 @@ class ClaudeWrapper(Wrapper):
 
     def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
         return [self._session(home, path)]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Transcripts in the cwd's project folder written since `since`, oldest first (for
+        a `--continue` that picks its session itself; new sessions get --session-id)."""
+        folder = home / "projects" / project_slug(os.path.realpath(cwd))
+        found = [p for p in folder.glob("*.jsonl") if modified_since(p, since)]
+        found.sort(key=lambda p: (p.stat().st_mtime_ns, p.name))
+        return [self._session(home, p) for p in found]
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         for transcript in (home / "projects").glob(f"*/{ref}.jsonl"):

@@ -16,6 +16,7 @@ from .base import (LaunchPlan, NativeSession, NativeSource, Wrapper, regular_fil
                    text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
+from .identity import modified_since, same_dir
 
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
@@ -62,6 +63,28 @@ class CodexWrapper(Wrapper):
         thread = meta.get("id") or (match.group(1) if match else path.stem)
         rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
         return [NativeSession(thread, home, meta.get("cwd"), [NativeSource("jsonl", path, rel)])]
+
+    def watch_folders(self, home: Path) -> list[Path]:
+        """`sessions/` and the dated folders a rollout started now goes into (local date,
+        YYYY/MM/DD): the rollout is three folders down, where a watch on `sessions/` alone
+        sees nothing (seen: 2 of 16 records logged 0.5 s after they were written, the rest
+        only at the next 5 s poll). Dated folders created later are watched as they appear."""
+        root = self.watch_root(home)
+        chain = [root]
+        for part in time.strftime("%Y/%m/%d").split("/"):
+            chain.append(chain[-1] / part)
+        return [folder for folder in chain if folder.is_dir()] or [root]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Rollouts in the dated folders of yesterday, today and tomorrow (Codex names them
+        by local date) written since `since`, for cwd (the session_meta line's), oldest
+        first by the creation time in their names."""
+        now, found = time.time(), []
+        for day in {time.strftime("%Y/%m/%d", time.localtime(now + d * 86400)) for d in (-1, 0, 1)}:
+            for rollout in (home / "sessions" / day).glob("rollout-*.jsonl"):
+                if modified_since(rollout, since):
+                    found.extend(s for s in self._sessions_at(home, rollout) if same_dir(s.cwd, cwd))
+        return sorted(found, key=lambda s: s.sources[0].path.name)
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         for rollout in sorted((home / "sessions").glob(f"*/*/*/rollout-*-{ref}.jsonl")):

@@ -13,6 +13,7 @@ from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import LaunchPlan, NativeSession, NativeSource, TurnState, Wrapper, split_args
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
+from .identity import pick_launched, same_dir
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 OPEN_TOOL_STATES = {"pending", "running"}
@@ -88,6 +89,49 @@ class OpenCodeWrapper(Wrapper):
         db = self.db_file(home)
         return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
                 for sid, directory in list_sessions(db)]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Session rows for cwd (`session.directory`) updated since `since`, oldest first.
+        OpenCode's TUI prints no id, and `run` prints one only with the first model reply."""
+        from ..errors import NativeStateError
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        if not db.exists():
+            return []
+        try:
+            rows = sessions_since(db, int(since * 1000))
+        except NativeStateError:
+            return []  # created but not migrated yet: looked at again on the next change
+        return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
+                for sid, directory, _ in rows if same_dir(directory, cwd)]
+
+    def snapshot(self, home: Path, cwd: str) -> dict:
+        from ..errors import NativeStateError
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        try:
+            rows = sessions_since(db, 0) if db.exists() else []
+        except NativeStateError:
+            rows = []
+        return {sid: updated for sid, directory, updated in rows if same_dir(directory, cwd)}
+
+    def launched_session(self, home, cwd, since, before, resuming, claimed=lambda sid: False):
+        """As for every harness, with the row's time_updated as the mark (the database file
+        changes for every session in it)."""
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        try:
+            rows = sessions_since(db, int(since * 1000)) if db.exists() else []
+        except Exception:  # noqa: BLE001 - not readable yet: looked at again later
+            rows = []
+        updated = {sid: when for sid, _, when in rows}
+        found = [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
+                 for sid, directory, _ in rows if same_dir(directory, cwd)]
+        return pick_launched(found, before, resuming, lambda s: updated.get(s.harness_session_id),
+                             claimed)
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         return next((s for s in self.discover(home) if s.harness_session_id == ref), None)

@@ -15,6 +15,7 @@ from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
+from .identity import modified_since
 
 FINAL_STOPS = {"stop", "length"}
 VALUE_FLAGS = frozenset({
@@ -66,6 +67,13 @@ class PiWrapper(Wrapper):
         rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
         native = header.get("id") or path.stem.rsplit("_", 1)[-1]
         return [NativeSession(native, home, header.get("cwd"), [NativeSource("jsonl", path, rel)])]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Files in the cwd's folder under `sessions/` written since `since`, oldest first
+        (for -c/-r, which pick their file themselves; new sessions get --session PATH)."""
+        folder = home / "sessions" / pi_session_dir_name(os.path.realpath(cwd))
+        found = sorted(p for p in folder.glob("*.jsonl") if modified_since(p, since))
+        return [s for p in found for s in self._sessions_at(home, p)]
 
     def parse_obj(self, obj: dict) -> Parsed:
         kind = obj.get("type")
