@@ -55,6 +55,7 @@ class Attempt:
     stalled: bool = False
     user_signal: int | None = None
     tools: list[dict] = field(default_factory=list)
+    parts_ended: list[dict] = field(default_factory=list)  # the harness's helpers dh ended
 
 
 def exit_signal(rc: int | None) -> int | None:
@@ -86,6 +87,7 @@ class Supervisor:
         self.child = None
         self.wake_fd: int | None = None
         self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
+        self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -146,7 +148,8 @@ class Supervisor:
         self._watch(child, attempt)
         self._event("exited", {"code": attempt.rc, "signal": exit_signal(attempt.rc),
                                "stalled": attempt.stalled, "user_signal": attempt.user_signal,
-                               "ran_for": round(attempt.ran_for, 3), "tools": attempt.tools},
+                               "ran_for": round(attempt.ran_for, 3), "tools": attempt.tools,
+                               "parts_ended": attempt.parts_ended},
                     number, "outcome")
         return attempt
 
@@ -168,7 +171,9 @@ class Supervisor:
         if self.opts.interactive:
             from .terminal import PtyChild
 
-            child = PtyChild(full, env, self.opts.cwd)
+            typed, ready = self.attempt_typed
+            child = PtyChild(full, env, self.opts.cwd, typed=typed, ready=ready)
+            self.attempt_typed = (None, None)
         else:
             child = PipeChild(full, env, self.opts.cwd, self._on_output)
         self.child = child
@@ -204,7 +209,9 @@ class Supervisor:
             return None
 
     def _watch(self, child, attempt: Attempt) -> None:
-        tracker, forwarded, snapped = ToolTracker(child.pid), None, 0.0
+        home = Path(self.session.home)
+        tracker = ToolTracker(child.pid, lambda command: self.wrapper.harness_part(command, home))
+        forwarded, snapped = None, 0.0
         while (rc := child.wait_exit(TICK, self.wake_fd)) is None:
             if time.monotonic() - snapped >= SNAPSHOT_EVERY:
                 tracker.snapshot()  # which tool commands run, whatever their process group
@@ -221,6 +228,7 @@ class Supervisor:
         child.finish()
         grace = 0.5 if self.user_signal else self.opts.tool_grace
         attempt.tools = [o.to_dict() for o in tracker.settle(grace)]
+        attempt.parts_ended = tracker.ended_parts
         self.live.stop()
         if self.live.error:
             raise self.live.error
@@ -280,7 +288,7 @@ class Supervisor:
         records = current_turn(self.world, session, self.world.sources(session.id)[0])
         plan = self.wrapper.interactive_resume(self.opts.args, session.harness_session_id,
                                                session.native_path, prompt, records)
-        self.attempt_env = plan.env
+        self.attempt_env, self.attempt_typed = plan.env, (plan.typed, plan.ready)
         return plan.argv, plan.continues
 
     def _continue_prompt(self, unlogged: list[dict]) -> str:

@@ -62,8 +62,14 @@ def _take_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+SETTLE = 3.0  # after its ready mark, a TUI gets this long (or 1 s of quiet) to load its session
+QUIET = 1.0
+TYPE_WAIT = 120.0  # how long dh waits for the ready mark (OpenCode took 28 s on a busy machine)
+
+
 class PtyChild(Child):
-    def __init__(self, argv, env, cwd, stdin_fd: int = 0, stdout_fd: int = 1):
+    def __init__(self, argv, env, cwd, stdin_fd: int = 0, stdout_fd: int = 1,
+                 typed: str | None = None, ready: bytes | None = None):
         self.stdin_fd, self.stdout_fd = stdin_fd, stdout_fd
         self.master, slave = pty.openpty()
         size = _window_size(stdin_fd)
@@ -78,8 +84,27 @@ class PtyChild(Child):
         self.stop = threading.Event()
         self.old_winch = signal.signal(signal.SIGWINCH, self._resize) \
             if threading.current_thread() is threading.main_thread() else None
+        self.paste_mode = False  # the TUI asked for bracketed paste
+        self.ready_mark, self.ready_at, self.tail = ready, None, b""
         self.thread = threading.Thread(target=self._pump, name="dh-pty", daemon=True)
         self.thread.start()
+        if typed:
+            threading.Thread(target=self._type, args=(typed,), name="dh-typist", daemon=True).start()
+
+    def _type(self, text: str) -> None:
+        """Type text into the TUI once it is ready (its ready mark was drawn, then it went
+        quiet or SETTLE passed), then Enter: as a paste when the TUI takes bracketed paste
+        (lines kept, no key read as a shortcut), else as one line. Enter waits half a second,
+        or a TUI that tells pastes by their speed (Codex) takes it as a new line. Keys typed
+        before the TUI is ready are lost, so with no ready mark seen nothing is typed."""
+        if not self._wait_ready():
+            return
+        body = text.encode()
+        body = b"\x1b[200~" + body + b"\x1b[201~" if self.paste_mode else \
+            b" ".join(body.split())
+        _write_all(self.master, body)
+        if not self.stop.wait(0.5):
+            _write_all(self.master, b"\r")
 
     def _raw_mode(self):
         try:
@@ -118,8 +143,28 @@ class PtyChild(Child):
             self.last_output = time.monotonic()
             if b"\x1b[>" in data or b"\x1b[<" in data:  # cheap: rare in output
                 self._count_kitty(data)
+            self._see_ready(data)
+            if b"\x1b[?2004" in data:
+                self.paste_mode = data.rfind(b"\x1b[?2004h") > data.rfind(b"\x1b[?2004l")
         _write_all(dst, data)
         return True
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + TYPE_WAIT
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            now = time.monotonic()
+            if self.ready_at is not None and (now - self.ready_at >= SETTLE or
+                                              now - self.last_output >= QUIET):
+                return True
+            self.stop.wait(0.1)
+        return False
+
+    def _see_ready(self, data: bytes) -> None:
+        if self.ready_mark and self.ready_at is None:
+            window = self.tail + data
+            if self.ready_mark in window:
+                self.ready_at = time.monotonic()
+            self.tail = window[-len(self.ready_mark):]
 
     def _count_kitty(self, data: bytes) -> None:
         pushed = len(KITTY_PUSH.findall(data)) - len(KITTY_POP.findall(data))

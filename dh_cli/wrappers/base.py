@@ -58,12 +58,15 @@ class LaunchPlan:
 class Relaunch:
     """How an interactive harness comes back after a crash, as its wrapper decides: the
     argv, the environment changes for that attempt (None unsets a variable), and who carries
-    a cut turn on — `prompt` (dh's continuation prompt is in argv), `harness` (the harness
-    continues it by itself, so dh sends nothing) or `none` (the turn was complete)."""
+    a cut turn on — `prompt` (dh's continuation prompt is in argv), `typed` (dh types it into
+    the TUI once its screen is still), `harness` (the harness continues it by itself, so dh
+    sends nothing) or `none` (the turn was complete)."""
 
     argv: list[str]
     env: dict[str, str | None] = field(default_factory=dict)
-    continues: str = "none"
+    continues: str = "none"  # or `typed`: dh types `typed` into the TUI once it is ready,
+    typed: str | None = None  # that is once `ready` was in its output
+    ready: bytes | None = None
 
 
 def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int], list[int]]:
@@ -292,6 +295,13 @@ class Wrapper:
         message (a positional word, or a flag), so the turn goes on with no keystroke."""
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")
+
+    # the harness's own processes ---------------------------------------------------------
+    def harness_part(self, command: str, home: Path) -> bool:
+        """True for a process of the harness itself that runs apart from it (own session,
+        no tty), so dh never takes it for a tool command: dh ends it with the harness, after
+        the tool commands it runs had their grace. None by default."""
+        return False
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,

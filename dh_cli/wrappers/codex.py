@@ -5,6 +5,7 @@ items joined by `call_id`; a turn is bracketed by event_msg task_started / task_
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -214,6 +215,21 @@ class CodexWrapper(Wrapper):
             pre, post = [], pre
         command = ["exec", *post, "resume"] if headless else ["resume", *post]
         return [*pre, *command, native_id, *prompt_tail(prompt)]
+
+    # the harness's own processes ---------------------------------------------------------
+    def harness_part(self, command: str, home: Path) -> bool:
+        """The 0.171 TUI runs its agent in an app-server daemon it starts from
+        `$CODEX_HOME/packages/app-server-daemon/releases/<version>/…/codex app-server …`
+        (with a `daemon pid-update-loop` beside it), each in its own session, no tty. It is
+        the harness, not a tool: killed with the TUI, the daemon ran the cut turn on unseen
+        (seen: reply #1 completed, the write and read tools ran and the final reply came, all
+        with no TUI), and `codex resume <id> <prompt>` attached to the live daemon and aborted
+        that turn anyway. So dh ends it with the TUI, once the commands it runs had their
+        grace (they die with it): the turn is cut where the TUI was killed, as with the other
+        harnesses, and the resumed TUI starts a fresh daemon that reads the rollout."""
+        program, _, rest = command.partition(" ")
+        daemons = str(Path(home) / "packages" / "app-server-daemon") + os.sep
+        return program.startswith(daemons) and rest.startswith("app-server")
 
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

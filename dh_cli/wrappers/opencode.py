@@ -11,7 +11,8 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, TurnState, Wrapper, split_args
+from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
+                   split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
 
@@ -243,6 +244,18 @@ class OpenCodeWrapper(Wrapper):
         tui_prompt = ["--prompt", prompt] if prompt else []
         return [*flags, *kept_flags(post, RESUME_DROP), *words, "--session", native_id,
                 *tui_prompt]
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """The 1.18.33 TUI takes `--prompt` only for a new session: with `--session <id>` it
+        opened the session with an empty composer and sent nothing (seen). So the TUI is
+        resumed with no prompt and dh types the continuation into it once its footer
+        (`ctrl+p commands`, drawn once the composer takes keys) is on screen; a bracketed
+        paste then Enter was sent as one message (seen)."""
+        argv = self.resume_args(original, native_id, native_path, None, False)
+        if not prompt:
+            return Relaunch(argv)
+        return Relaunch(argv, continues="typed", typed=prompt, ready=b"ctrl+p")
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """OpenCode keeps no JSONL to append to: its repair is `repair_export` on the export

@@ -9,10 +9,23 @@ import sys
 import time
 
 import pexpect
+import psutil
 import pyte
 
 ROWS, COLS = 40, 120
 NOTICE = "resuming session"
+
+
+class AnsweringScreen(pyte.Screen):
+    """A terminal answers what a program asks of it (device attributes, cursor position):
+    Codex's TUI asks both at start, and unanswered it took the typed prompt but not Enter."""
+
+    def __init__(self, columns: int, lines: int, answer):
+        super().__init__(columns, lines)
+        self.answer = answer
+
+    def write_process_input(self, data: str) -> None:
+        self.answer(data)
 
 
 class Tui:
@@ -20,7 +33,7 @@ class Tui:
 
     def __init__(self, rig, harness: str, args: list[str], dh_opts: tuple[str, ...] = ()):
         self.rig = rig
-        self.screen = pyte.Screen(COLS, ROWS)
+        self.screen = AnsweringScreen(COLS, ROWS, lambda data: self.child.send(data))
         self.stream = pyte.ByteStream(self.screen)
         self.raw = bytearray()
         self.at_notice: list[str] | None = None  # the screen as it was right after dh's notice
@@ -59,7 +72,7 @@ class Tui:
     def text(self) -> str:
         return "\n".join(self.rows())
 
-    def until(self, done, timeout: float = 90.0, what: str = "") -> None:
+    def until(self, done, timeout: float = 180.0, what: str = "") -> None:
         """Keep the screen fed (a TUI blocks on a full pty) until done() holds."""
         deadline = time.monotonic() + timeout
         while not done():
@@ -89,8 +102,12 @@ class Tui:
 
     # writing ------------------------------------------------------------------------------
     def type_line(self, text: str) -> None:
-        self.child.send(text)
-        self.idle(0.4)  # let the editor take the text before Enter
+        # typed as a person types: Codex's composer takes keys that come at once as a paste,
+        # and then an Enter right after them did not submit the prompt
+        for char in text:
+            self.child.send(char)
+            self.idle(0.03)
+        self.idle(0.5)
         self.child.send("\r")
 
     def quit(self, keys: list[str], timeout: float = 30.0) -> int:
@@ -108,6 +125,12 @@ class Tui:
         if self.child.isalive():
             self.child.close(force=True)
         (self.rig.tmp / "pty-output.bin").write_bytes(bytes(self.raw))
+        for proc in psutil.process_iter(["cmdline"]):  # e.g. a Codex daemon left by a failure
+            try:
+                if str(self.rig.tmp) in " ".join(proc.info["cmdline"] or []):
+                    proc.kill()
+            except psutil.Error:
+                continue
 
 
 def seed_claude_tui(rig, version: str) -> None:
