@@ -25,6 +25,7 @@ from .procs import PipeChild, become_subreaper
 from .tools import ToolTracker, end_descendants
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+USER_STOPS = {signal.SIGINT, signal.SIGQUIT, signal.SIGHUP}
 TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)
 SNAPSHOT_EVERY = 2.0  # seconds between looks at the harness's tool processes
 
@@ -68,6 +69,10 @@ def classify(attempt: Attempt, turn_complete: bool, interactive: bool) -> str:
         return "stopped"
     if attempt.stalled:
         return "hung"
+    if interactive and exit_signal(attempt.rc) in USER_STOPS:
+        # In a terminal these come from the user: Ctrl-C (or Ctrl-\) in a TUI that left its
+        # pty's signal keys on, or the terminal hanging up. Never a reason to relaunch.
+        return "stopped"
     if exit_signal(attempt.rc):
         # A headless harness killed after its final answer was written has nothing left to
         # do: resuming it would only pay for a fresh model call. An interactive one is
@@ -76,6 +81,21 @@ def classify(attempt: Attempt, turn_complete: bool, interactive: bool) -> str:
     if interactive or turn_complete or attempt.rc == 0:
         return "finished"  # the harness chose to exit (a failing code is passed through)
     return "crashed"
+
+
+def why_ended(attempt: Attempt, outcome: str) -> str:
+    """What ended the attempt, in words, for the session's last state event."""
+    sig = attempt.user_signal or exit_signal(attempt.rc)
+    name = signal.Signals(sig).name if sig else None
+    if attempt.user_signal:
+        return f"dh got {name}: the harness was stopped with it"
+    if outcome == "stopped":
+        return f"the harness ended on the user's {name} (Ctrl-C or a hang-up)"
+    if outcome == "hung":
+        return "no progress during a turn"
+    if name:
+        return f"the harness was killed by {name}"
+    return f"the harness exited with code {attempt.rc}"
 
 
 class Supervisor:
@@ -125,7 +145,8 @@ class Supervisor:
             outcome = classify(attempt, self._turn_complete(), self.opts.interactive)
             decision = self.policy.after_exit(outcome, attempt.ran_for)
             self._event("state", {"from": states.RUNNING, "to": decision.state, "reason": decision.reason,
-                                  "outcome": outcome, "delay": decision.delay}, attempt.number)
+                                  "outcome": outcome, "delay": decision.delay,
+                                  "why": why_ended(attempt, outcome)}, attempt.number)
             if decision.state == states.EXITED or not self.opts.supervise:
                 return self._final_code(attempt, outcome)
             if decision.state == states.FATAL:

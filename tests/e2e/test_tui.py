@@ -180,3 +180,33 @@ CUT_RESULT = {"claude-code": MAY_HAVE_RUN, "pi": MAY_HAVE_RUN, "opencode": MAY_H
 
 def test_scripts_reach_the_final_reply():
     assert STALL_SCRIPT["replies"][-1] == SCRIPT["replies"][-1] == {"text": "All done."}
+
+
+STOPS = {"SIGTERM": (signal.SIGTERM, 143, "stopped"), "SIGHUP": (signal.SIGHUP, 129, "stopped"),
+         "ctrl-c": (None, 0, "finished")}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+@pytest.mark.parametrize("harness", ["claude-code", "pi"])
+def test_tui_stopped_by_the_user_is_never_relaunched(real_rig, installed, harness, stop):
+    """SIGTERM or SIGHUP to dh, or Ctrl-C twice in the TUI (its own way out): dh ends with the
+    harness, launches it once only, and the session's state and last event say why."""
+    rig = real_tui_rig(real_rig, installed, harness, "pinned", SCRIPT)
+    tui = start(rig, harness)
+    sig, code, state = STOPS[stop]
+    try:
+        tui.until(lambda: tui.on_screen(TUI[harness][1]), what="the editor")
+        tui.quiet()
+        if sig:
+            os.kill(tui.child.pid, sig)
+            assert tui.quit([]) == code, tui.text()
+        else:
+            # twice within Pi's double-press window
+            assert tui.quit(["\x03", "\x03"], gap=0.2) == code, tui.text()
+    finally:
+        tui.close()
+    assert [e.type for e in events(rig)].count("launched") == 1
+    assert session_of(rig)["state"] == state
+    last = [e.details for e in events(rig) if e.type == "state"][-1]
+    assert last["to"] == "EXITED"
+    assert (stop in last["why"]) if sig else "code 0" in last["why"], last

@@ -110,10 +110,10 @@ class Tui:
         self.idle(0.5)
         self.child.send("\r")
 
-    def quit(self, keys: list[str], timeout: float = 30.0) -> int:
+    def quit(self, keys: list[str], timeout: float = 30.0, gap: float = 0.6) -> int:
         for key in keys:
             self.child.send(key)
-            self.idle(0.6)
+            self.idle(gap)
         deadline = time.monotonic() + timeout
         while self.pump() and time.monotonic() < deadline:
             pass
