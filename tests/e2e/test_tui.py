@@ -12,8 +12,12 @@ Then the harness's own quit ends dh with no relaunch, and the session says `fini
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import struct
+import termios
+import time
 from pathlib import Path
 
 import psutil
@@ -130,6 +134,28 @@ def kill_and_continue(tui: Tui, rig, harness: str, when: str) -> None:
     assert not leftover, f"old rows still on screen after the relaunch: {leftover}"
     tui.until(served(rig, 3, "response_done"), what="the final reply")
     tui.until(lambda: tui.on_screen("All done."), what="the final answer on screen")
+    check_resize_reaches(tui, launched_pid(rig))
+
+
+def pty_size(pid: int) -> tuple[int, int]:
+    """(rows, columns) of the terminal the process has as its stdin."""
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NOCTTY)
+    try:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+    finally:
+        os.close(fd)
+    return rows, cols
+
+
+def check_resize_reaches(tui: Tui, pid: int) -> None:
+    """A resize of the user's terminal still reaches the relaunched harness (SIGWINCH)."""
+    assert pty_size(pid) == (tui.screen.lines, tui.screen.columns)
+    tui.child.setwinsize(30, 100)
+    tui.screen.resize(30, 100)
+    deadline = time.monotonic() + 10
+    while pty_size(pid) != (30, 100):
+        assert time.monotonic() < deadline, f"the harness's terminal is still {pty_size(pid)}"
+        tui.pump(0.1)
 
 
 def check_quit(tui: Tui, rig, harness: str) -> None:
