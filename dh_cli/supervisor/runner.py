@@ -121,6 +121,22 @@ class Supervisor:
 
     # the loop -----------------------------------------------------------------------------
     def run(self, argv: list[str]) -> int:
+        guardian = self._guardian()  # before become_subreaper: never dh's child
+        try:
+            return self._run(argv)
+        finally:
+            from .terminal import dismiss_guardian
+
+            dismiss_guardian(guardian)
+
+    def _guardian(self) -> int | None:
+        if not self.opts.interactive:
+            return None
+        from .terminal import start_guardian
+
+        return start_guardian()
+
+    def _run(self, argv: list[str]) -> int:
         become_subreaper()
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
         self.wake_fd, wake_w = os.pipe()

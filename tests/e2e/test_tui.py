@@ -236,3 +236,25 @@ def test_tui_stopped_by_the_user_is_never_relaunched(real_rig, installed, harnes
     last = [e.details for e in events(rig) if e.type == "state"][-1]
     assert last["to"] == "EXITED"
     assert (stop in last["why"]) if sig else "code 0" in last["why"], last
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "pi"])
+def test_tui_terminal_is_put_back_after_dh_is_sigkilled(real_rig, installed, harness):
+    """kill -9 of dh itself: no handler of dh's runs, but its guardian process puts the
+    terminal back (cursor shown, modes reset, cooked mode) for the shell."""
+    rig = real_tui_rig(real_rig, installed, harness, "pinned", SCRIPT)
+    tui = start(rig, harness)
+    try:
+        tui.until(lambda: tui.on_screen(TUI[harness][1]), what="the editor")
+        tui.quiet()
+        size = len(tui.raw)
+        os.kill(tui.child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while b"\x1b[?25h" not in tui.raw[size:] and time.monotonic() < deadline:
+            tui.pump(0.1)
+        assert b"\x1b[?25h" in tui.raw[size:] and b"\x1b[?1049l" in tui.raw[size:]
+        assert not tui.screen.cursor.hidden
+        attrs = termios.tcgetattr(tui.child.child_fd)
+        assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO  # cooked again
+    finally:
+        tui.close()
