@@ -149,6 +149,8 @@ class Wrapper:
     aliases: tuple[str, ...] = ()
     binary: str = ""
     source_kind: str = "jsonl"
+    tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
+    packages: tuple[str, ...] = ()  # npm package names the binary may come from
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:

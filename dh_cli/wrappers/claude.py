@@ -65,6 +65,9 @@ class ClaudeWrapper(Wrapper):
     name = "claude-code"
     aliases = ("claude",)
     binary = "claude"
+    # releases dh was tried with (oldest, newest): 2.1.197 pinned, 2.1.332 newest on npm
+    tried_versions = ("2.1.197", "2.1.332")
+    packages = ("@anthropic-ai/claude-code",)
 
     def home(self, env: dict | None = None) -> Path:
         return paths.claude_home(env)

@@ -48,6 +48,8 @@ def _session_meta(path: Path) -> dict:
 class CodexWrapper(Wrapper):
     name = "codex"
     binary = "codex"
+    tried_versions = ("0.171.0", "0.171.0")  # also the newest on npm here (2026-12-01)
+    packages = ("@openai/codex",)
 
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)

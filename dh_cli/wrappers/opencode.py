@@ -63,6 +63,8 @@ def _row_order(row: dict) -> tuple:
 class OpenCodeWrapper(Wrapper):
     name = "opencode"
     binary = "opencode"
+    tried_versions = ("1.18.33", "1.18.33")  # also the newest on npm here (2026-12-01)
+    packages = ("opencode-ai", "opencode")  # opencode-linux-x64… when install scripts were skipped
     source_kind = "opencode"
 
     def home(self, env: dict | None = None) -> Path:

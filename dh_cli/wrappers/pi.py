@@ -49,6 +49,11 @@ def read_header(path: Path) -> dict:
 class PiWrapper(Wrapper):
     name = "pi"
     binary = "pi"
+    # 0.73.1 is the last @mariozechner release; the project goes on as @earendil-works (1.x,
+    # needs Node >= 22.19). Binary `pi` -> dist/cli.js (0.x) or dist/bundle/cli.js (1.x).
+    tried_versions = ("0.73.1", "1.6.0")
+    packages = ("@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent")
+    entry_points = ("dist/cli.js", "dist/bundle/cli.js")
 
     def home(self, env: dict | None = None) -> Path:
         return paths.pi_home(env)
