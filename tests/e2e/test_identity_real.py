@@ -98,6 +98,7 @@ def test_tui_session_is_found_mirrored_and_resumed_by_id(real_rig, harness):
         end_leftovers(rig)
 
 
+@pytest.mark.harnesses("opencode")
 def test_headless_opencode_killed_before_it_printed_an_id(real_rig):
     """`opencode run` prints its session id only with the first model reply: killed while
     that reply is stalled, dh still knows the session (from its row) and resumes it, so the
