@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -50,6 +51,23 @@ def settle_database(db: Path) -> None:
         pass  # best effort: OpenCode recovers the log itself when nothing else reads it
 
 
+def import_dir(session: Session, records) -> str:
+    """Where `opencode import` runs: it binds the session to that directory, and a later
+    `opencode run --session` from any other directory never exits (see
+    OpenCodeWrapper.linger_after_turn). That is the directory OpenCode itself recorded for
+    the session (differs from dh's cwd under `opencode --dir`), when this machine recorded it
+    and it exists; else the session's cwd. A log pulled from elsewhere never picks it."""
+    from ..wrappers.opencode import latest_rows
+
+    if session.host == socket.gethostname():
+        rows = [r for r in latest_rows(records) if r.get("table") == "session"
+                and r.get("id") == session.harness_session_id]
+        directory = rows[-1].get("directory") if rows else None
+        if isinstance(directory, str) and os.path.isabs(directory) and os.path.isdir(directory):
+            return directory
+    return session.cwd or os.getcwd()
+
+
 def import_command(binary: list[str], export_file: Path) -> list[str]:
     return [*binary, "import", str(export_file)]
 
@@ -62,7 +80,7 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
         return None
     records = list(world.records(session.id, source.id))
     export = drop_empty_assistant(build_export(records, session.harness_session_id))
-    cwd = session.cwd or os.getcwd()
+    cwd = import_dir(session, records)
     if not os.path.isdir(cwd):
         raise NativeStateError(f"cannot restore OpenCode session {session.harness_session_id}: "
                                f"its working directory {cwd} does not exist")

@@ -151,6 +151,9 @@ class Wrapper:
     source_kind: str = "jsonl"
     tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
     packages: tuple[str, ...] = ()  # npm package names the binary may come from
+    # seconds a headless harness may sit after its turn is complete in the log before dh ends
+    # it (None: the harness always exits by itself)
+    linger_after_turn: float | None = None
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:

@@ -65,6 +65,14 @@ class OpenCodeWrapper(Wrapper):
     binary = "opencode"
     tried_versions = ("1.18.33", "1.18.33")  # also the newest on npm here (2026-12-01)
     packages = ("opencode-ai", "opencode")  # opencode-linux-x64… when install scripts were skipped
+    # `opencode run --session` of a session whose `directory` is not the run's cwd (imported
+    # from elsewhere, or made with --dir) serves the whole turn, logs "exiting loop" and then
+    # never exits: it boots a second instance for the session's directory and disposes only
+    # its own (seen with 1.18.33: 3 of 3 such runs still there after 60 s). dh imports from
+    # the session's directory so its own resumes do not meet this; a session the user points
+    # at does. Once the turn is complete in the log and the process has been quiet this long
+    # (its own exit takes < 1 s after the final step), dh ends it.
+    linger_after_turn = 10.0
     source_kind = "opencode"
 
     def home(self, env: dict | None = None) -> Path:
