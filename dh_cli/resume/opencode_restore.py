@@ -103,4 +103,47 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
             hint="check that OpenCode's data dir (XDG_DATA_HOME / OPENCODE_DB) is the one the "
                  "session was recorded with")
     settle_database(db)  # the import may leave its log behind, like a killed OpenCode
+    restore_todos(db, session.harness_session_id, records)
     return len(data)
+
+
+def current_todos(records, session_id: str) -> list[dict]:
+    """The session's todo list as the log last saw it. OpenCode's todowrite replaces the
+    whole list, every row stamped with one time_updated: the rows of the newest stamp are
+    the list (an older stamp is a row a later write dropped)."""
+    from ..wrappers.opencode import latest_rows
+
+    rows = [r for r in latest_rows(records) if r.get("table") == "todo"
+            and r.get("session_id") == session_id and isinstance(r.get("time_updated"), int)]
+    newest = max((r["time_updated"] for r in rows), default=None)
+    return sorted((r for r in rows if r["time_updated"] == newest),
+                  key=lambda r: r.get("position") if isinstance(r.get("position"), int) else 0)
+
+
+def restore_todos(db: Path, session_id: str, records) -> int:
+    """Put the session's todo rows back: `opencode export`/`import` carry none (2 rows
+    before, 0 after, seen with 1.18.33). Written like set_tool_error, into the session dh
+    just imported while no OpenCode runs; only into the columns the table has, and never
+    over a row OpenCode holds already."""
+    todos = current_todos(records, session_id)
+    if not todos:
+        return 0
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        columns = [r[1] for r in conn.execute('PRAGMA table_info("todo")')]
+        if not columns:
+            return 0  # a release without the table: nothing to give back
+        with conn:
+            for row in todos:
+                names = [c for c in columns if c in row]
+                conn.execute(f'INSERT OR IGNORE INTO "todo" ({", ".join(map(_quoted, names))}) '
+                             f'VALUES ({", ".join("?" * len(names))})', [row[c] for c in names])
+        return len(todos)
+    except sqlite3.Error as exc:
+        raise NativeStateError(f"cannot restore the todo list of {session_id} in {db}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

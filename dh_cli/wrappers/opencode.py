@@ -1,6 +1,20 @@
 """OpenCode: every session lives in one SQLite database (`opencode.db`, WAL). dh logs each
 version of each row of the session (`session`, `message`, `part`, `event`, …) as one record:
-a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state."""
+a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state.
+
+What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and what dh does:
+- the `session`, `message` and `part` rows of the session and the `project` row of its
+  directory, in `opencode.db` (+ `-wal`, `-shm`): every row version mirrored; a database
+  that lost the session gets it back through OpenCode's own `opencode import` of the
+  export built from the log, run from the session's directory (dh does not write those
+  tables);
+- the `todo` rows (the todowrite list): mirrored; import drops them (2 rows before, 0
+  after), so dh writes them back after the import, into the columns the table has, while
+  no OpenCode runs (resume/opencode_restore.py);
+- `event`/`event_sequence`: mirrored, not restored: import writes none and a resume did
+  not miss them;
+- `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
+  With the data, state and cache dirs deleted, the import and the todo rows were enough."""
 
 from __future__ import annotations
 

@@ -1,5 +1,11 @@
 """Pi: one session JSONL, line 1 a `session` header, then entries `{type, id, parentId, …}`.
-The leaf is the last entry in file order. Messages are written only once complete."""
+The leaf is the last entry in file order. Messages are written only once complete.
+
+What `pi --session <file>` reads (0.73.1 and 1.6.0), and what dh does: the session file alone
+(its header's cwd must exist; provider and model come back from it): mirrored, rebuilt
+(re-serialized lines are accepted too). `models.json` and `settings.json` are the user's
+config; `auth.json` is made anew (`{}`). With the agent dir deleted but `models.json`, the
+rebuilt file resumed the conversation."""
 
 from __future__ import annotations
 

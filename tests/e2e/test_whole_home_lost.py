@@ -17,7 +17,9 @@ import pytest
 from tests.e2e.test_real_harnesses import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
                                            launched_pid, leftover_processes, read, session_of,
                                            spawn_dh, wait_for_sleep, wait_until_logged)
-from tests.rig import HARNESSES
+from tests.rig import HARNESSES, SCRIPT
+
+R = SCRIPT["replies"]
 
 pytestmark = pytest.mark.e2e
 
@@ -151,3 +153,68 @@ def test_a_harness_that_does_not_exit_after_its_turn_is_ended(real_rig, tmp_path
     assert time.monotonic() - started < 90
     time.sleep(0.5)
     assert not leftover_processes(rig.tmp)
+
+
+TODOS = [{"id": "1", "content": "Write a.txt", "status": "in_progress", "priority": "high"},
+         {"id": "2", "content": "Report back", "status": "pending", "priority": "medium"}]
+SIDE_STATE_FIRST = {
+    "claude-code": {"text": "Planning.", "tool_use": {"name": "TaskCreate", "input": {
+        "subject": "Write a.txt", "description": "Write alpha into a.txt",
+        "activeForm": "Writing a.txt"}}},
+    "opencode": {"text": "Planning.", "tool_call": {"name": "todowrite",
+                                                    "arguments": {"todos": TODOS}}}}
+
+
+def side_state_script(harness: str) -> dict:
+    """Reply 0 makes the harness's own side state (a Claude task, OpenCode todos); reply 1
+    runs the shell step; reply 2 (the write) stalls once."""
+    return {"replies": [SIDE_STATE_FIRST[harness], R[0] | {"text": "Running a command."},
+                        dict(R[1], delay_s=60, delay_times=1), R[3]]}
+
+
+def task_tool_off(rig) -> bool:
+    """Claude Code 2.1.332 headless offers no TaskCreate ("No such tool available:
+    TaskCreate. TaskCreate is disabled for this session"), with CLAUDE_CODE_ENABLE_TASKS=1
+    too: it then has no tasks to lose, and the case checks the rest."""
+    from tests.fakes.model_server import tool_results
+
+    request = rig.server.main_requests()[1]
+    return any("No such tool available: TaskCreate" in text
+               for _, text, _ in tool_results(request["api"], request["body"]))
+
+
+def claude_tasks(rig) -> list[dict]:
+    import json
+
+    sid = session_of(rig)["harness_session_id"]
+    return [json.loads(p.read_text()) for p in sorted((rig.tmp / ".claude" / "tasks" / sid).glob("*.json"))]
+
+
+def opencode_todos(rig) -> list[tuple]:
+    import sqlite3
+
+    db = rig.tmp / ".local/share/opencode/opencode.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT content, status, priority, position FROM todo WHERE session_id = ?"
+                            " ORDER BY position", [session_of(rig)["harness_session_id"]]).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("harness", list(SIDE_STATE_FIRST))
+def test_side_state_comes_back_after_the_home_is_lost(real_rig, harness):
+    """Claude Code's tasks/<session-id>/ (TaskCreate) and OpenCode's todo rows (which its
+    export/import drops) are back after a machine-lost resume, in the harness's own files."""
+    rig = real_rig(side_state_script(harness))
+    rig.env["CLAUDE_CODE_ENABLE_TASKS"] = "1"  # 2.1.332 turns TaskCreate off headless without it
+    dh = spawn_dh(rig, harness)
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == 2 for e in log), timeout=RUN_TIMEOUT)
+    before = claude_tasks(rig) if harness == "claude-code" else opencode_todos(rig)
+    assert len(before) == (1 if harness == "claude-code" else 2) or task_tool_off(rig), before
+    time.sleep(2.5)  # side files are picked up by the mirror's periodic look (2 s)
+    kill_dh_and_harness(rig, dh)
+    lose_the_whole_home(rig, harness)
+    resume_and_check(rig, harness, cut=2)
+    after = claude_tasks(rig) if harness == "claude-code" else opencode_todos(rig)
+    assert after == before
