@@ -109,15 +109,23 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
 
 def current_todos(records, session_id: str) -> list[dict]:
     """The session's todo list as the log last saw it. OpenCode's todowrite replaces the
-    whole list, every row stamped with one time_updated: the rows of the newest stamp are
-    the list (an older stamp is a row a later write dropped)."""
-    from ..wrappers.opencode import latest_rows
+    whole list (rows at positions 0..n-1); the log keeps every row it ever saw, so a row at
+    a position past the newest todowrite's list is one a later write dropped."""
+    from ..wrappers.opencode import latest_rows, row_data
 
-    rows = [r for r in latest_rows(records) if r.get("table") == "todo"
-            and r.get("session_id") == session_id and isinstance(r.get("time_updated"), int)]
-    newest = max((r["time_updated"] for r in rows), default=None)
-    return sorted((r for r in rows if r["time_updated"] == newest),
-                  key=lambda r: r.get("position") if isinstance(r.get("position"), int) else 0)
+    latest = latest_rows(records)
+    rows = [r for r in latest if r.get("table") == "todo" and r.get("session_id") == session_id
+            and isinstance(r.get("position"), int)]
+    parts = [r for r in latest if r.get("table") == "part" and r.get("session_id") == session_id]
+    parts.sort(key=lambda r: r.get("time_created") if isinstance(r.get("time_created"), int) else 0)
+    writes = [row_data(r) for r in parts]
+    lists = [(w.get("state") or {}).get("input", {}).get("todos") for w in writes
+             if w.get("type") == "tool" and w.get("tool") == "todowrite"
+             and (w.get("state") or {}).get("status") == "completed"]
+    lists = [todos for todos in lists if isinstance(todos, list)]
+    keep = len(lists[-1]) if lists else None
+    return sorted((r for r in rows if keep is None or r["position"] < keep),
+                  key=lambda r: r["position"])
 
 
 def restore_todos(db: Path, session_id: str, records) -> int:

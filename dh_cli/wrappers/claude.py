@@ -81,6 +81,7 @@ class ClaudeWrapper(Wrapper):
     binary = "claude"
     # releases dh was tried with (oldest, newest): 2.1.197 pinned, 2.1.332 newest on npm
     tried_versions = ("2.1.197", "2.1.332")
+    side_sources = True  # subagents/, tool-results/, tasks/<id>/
     packages = ("@anthropic-ai/claude-code",)
 
     def home(self, env: dict | None = None) -> Path:

@@ -183,6 +183,33 @@ def task_tool_off(rig) -> bool:
                for _, text, _ in tool_results(request["api"], request["body"]))
 
 
+def logged_results(rig) -> int:
+    """Tool calls whose results are in the log, read by the harness's wrapper (an OpenCode
+    tool part carries its call and, once completed, its result)."""
+    from dh_cli.wrappers import get
+
+    session = session_of(rig)
+    wrapper, world = get(session["harness"]), rig.world()
+    try:
+        return len({result.call_id for r in world.records(session["id"])
+                    for result in wrapper.parse(r.raw).tool_results})
+    finally:
+        world.close()
+
+
+def wait_logged(rig, match, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        world = rig.world()
+        try:
+            if any(match(r.raw) for r in world.records(session_of(rig)["id"])):
+                return
+        finally:
+            world.close()
+        assert time.monotonic() < deadline, "the side state never reached the log"
+        time.sleep(0.1)
+
+
 def claude_tasks(rig) -> list[dict]:
     import json
 
@@ -212,7 +239,15 @@ def test_side_state_comes_back_after_the_home_is_lost(real_rig, harness):
     rig.server.wait_for(lambda log: any(e.get("reply_index") == 2 for e in log), timeout=RUN_TIMEOUT)
     before = claude_tasks(rig) if harness == "claude-code" else opencode_todos(rig)
     assert len(before) == (1 if harness == "claude-code" else 2) or task_tool_off(rig), before
-    time.sleep(2.5)  # side files are picked up by the mirror's periodic look (2 s)
+    # Claude Code may write a step's rows after it sent the next request (seen under load,
+    # see test_real_harnesses); what is not on disk no log can keep: kill once both tool
+    # steps are logged
+    deadline = time.monotonic() + 30
+    while logged_results(rig) < 2:
+        assert time.monotonic() < deadline, "the tool steps never reached the log"
+        time.sleep(0.05)
+    if before:  # side files reach the log through the mirror's periodic look (2 s)
+        wait_logged(rig, lambda raw: b"Write a.txt" in raw and (b"subject" in raw or b'"todo"' in raw))
     kill_dh_and_harness(rig, dh)
     lose_the_whole_home(rig, harness)
     resume_and_check(rig, harness, cut=2)
