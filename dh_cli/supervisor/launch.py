@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import HarnessNotFound, SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
+from ..versions import note_version
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .procs import process_alive
@@ -82,6 +83,7 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
     opts.interactive = not opts.headless and sys.stdin.isatty()
     plan = wrapper.plan_launch(args, opts.cwd, home)
     session = _session_for(world, wrapper, plan, opts, home)
+    note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
     world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
@@ -128,6 +130,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     opts.cwd = session.cwd or opts.cwd
     with world.lock_session(session.id):
         check_previous_attempt(world, session)
+        note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
         from ..resume.relocate import relocate_for_resume
 
         session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)

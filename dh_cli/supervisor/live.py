@@ -110,7 +110,9 @@ class LiveMirror:
                 watcher.add(str(folder))
             self.inotify = watcher
             self.wake.set()  # a file written before the watch existed is looked for now
-            self.poll = POLL_WATCHED
+            # side files (a Claude task written while the model stalls) wake no watch: a
+            # look every RELOCATE s finds them (seen: a task file not logged 5 s later)
+            self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
             try:
                 while not self.stop_event.is_set():
                     if watcher.wait(60.0, also=self._stop_r):

@@ -260,6 +260,8 @@ class Supervisor:
                 attempt.stalled = True
                 self._event("stall", {"timeout": self.opts.stall_timeout}, attempt.number, "intent")
                 self._stop(child, signal.SIGTERM)
+            elif self._lingering(child):
+                self._end_lingering(child, attempt)
         attempt.rc, attempt.ran_for = rc, time.monotonic() - child.started
         attempt.user_signal = self.user_signal
         child.finish()
@@ -277,6 +279,24 @@ class Supervisor:
             return False
         idle = time.monotonic() - max(self.live.last_progress, child.last_output)
         return idle > timeout and not self._turn_complete()
+
+    def _lingering(self, child) -> bool:
+        """A headless harness whose wrapper says it may not exit after its turn (OpenCode
+        `run`, see OpenCodeWrapper.linger_after_turn): this attempt logged records, the turn
+        is complete in the log, and nothing has come since for that long."""
+        grace = self.wrapper.linger_after_turn
+        if grace is None or not self.opts.headless or self.live.last_progress <= child.started:
+            return False
+        idle = time.monotonic() - max(self.live.last_progress, child.last_output)
+        return idle > grace and self._turn_complete()
+
+    def _end_lingering(self, child, attempt: Attempt) -> None:
+        grace = self.wrapper.linger_after_turn
+        self._event("linger", {"after": grace}, attempt.number, "intent")
+        self.opts.notice(f"dh: {self.wrapper.name} finished its turn but did not exit within "
+                         f"{grace:g} s; dh ends it (the turn is in the log: dh log show "
+                         f"{self.session.id})")
+        self._stop(child, signal.SIGTERM)
 
     def _stop(self, child, sig: int) -> None:
         """Signal the harness's group; SIGKILL it if it has not gone after stop_wait."""

@@ -34,6 +34,19 @@ class ToolOutcome:
         return asdict(self)
 
 
+COMMAND_CHARS = 300
+
+
+def clip(command: str) -> str:
+    """At most COMMAND_CHARS of a command line, its head and its tail: the user's command
+    can sit at the end of a long wrapper (Claude Code 2.1.332 runs `bash -c source
+    <snapshot> … && eval '<command>' …`, whose head alone was 300 characters of set-up)."""
+    if len(command) <= COMMAND_CHARS:
+        return command
+    half = (COMMAND_CHARS - 3) // 2
+    return f"{command[:half]} … {command[-half:]}"
+
+
 def _describe(proc: psutil.Process) -> tuple[float, str] | None:
     """(create time, command line); the command line is "" once the process is a zombie."""
     try:
@@ -41,7 +54,7 @@ def _describe(proc: psutil.Process) -> tuple[float, str] | None:
     except psutil.Error:
         return None
     try:
-        return created, " ".join(proc.cmdline())[:300]
+        return created, clip(" ".join(proc.cmdline()))
     except psutil.ZombieProcess:
         return created, ""
     except psutil.Error:
@@ -211,7 +224,7 @@ class ToolTracker:
             created, command = self.seen[head]
             if head in self.name_only:  # e.g. "bash (sleep 3)": what ran on in its group
                 rest = [self.seen[p][1] for p in members if p != head and p not in self.name_only]
-                command = f"{command} ({'; '.join(rest)})"[:300] if rest else command
+                command = clip(f"{command} ({'; '.join(rest)})") if rest else command
             outcome, code = ToolOutcome(head, command, created), codes[head]
             if pgid in ended:
                 outcome.ended_by_dh, outcome.exit_code = True, code

@@ -164,6 +164,15 @@ class Wrapper:
     aliases: tuple[str, ...] = ()
     binary: str = ""
     source_kind: str = "jsonl"
+    tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
+    packages: tuple[str, ...] = ()  # npm package names the binary may come from
+    # seconds a headless harness may sit after its turn is complete in the log before dh ends
+    # it (None: the harness always exits by itself)
+    linger_after_turn: float | None = None
+    # sources appear beside the main file while the harness runs (Claude's subagents and
+    # tasks, in folders no watch covers): the live mirror looks for them every few seconds
+    # even when no file event wakes it
+    side_sources: bool = False
 
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:

@@ -1,6 +1,20 @@
 """Claude Code: one transcript JSONL per session under `projects/<slug>/<id>.jsonl` in
 `$CLAUDE_CONFIG_DIR` (or ~/.claude), plus subagent transcripts beside it. A streamed assistant
-message is one row per content block, all sharing `message.id` and the final usage."""
+message is one row per content block, all sharing `message.id` and the final usage.
+
+What `claude --resume <id>` reads (2.1.197 and 2.1.332, headless and TUI), and what dh does:
+- `projects/<slug>/<id>.jsonl`, found by the cwd's slug (resume must run in that cwd): mirrored
+  line by line, rebuilt byte-exact;
+- `projects/<slug>/<id>/subagents/agent-<n>.jsonl` and `.meta.json` (an Agent's own
+  transcript, to go on with it) and `projects/<slug>/<id>/tool-results/<call>.txt` (outputs
+  too large for the transcript, named by `persistedOutputPath`): mirrored as they appear,
+  rebuilt;
+- `tasks/<id>/<n>.json`, the TaskCreate/TaskUpdate list (2.1.197; 2.1.332 headless offers
+  no TaskCreate): mirrored whole on each change, rebuilt (its empty `.lock` Claude makes);
+- `.claude.json` and `settings.json`: the user's own config (onboarding, trust, keys), never
+  mirrored; `sessions/<pid>.json`, `session-env/`, `shell-snapshots/`, `backups/`: made anew
+  by every start. With the whole config home deleted, the rebuilt files are enough: the
+  conversation goes on (tests/e2e/test_whole_home_lost.py)."""
 
 from __future__ import annotations
 
@@ -66,6 +80,10 @@ class ClaudeWrapper(Wrapper):
     name = "claude-code"
     aliases = ("claude",)
     binary = "claude"
+    # releases dh was tried with (oldest, newest): 2.1.197 pinned, 2.1.332 newest on npm
+    tried_versions = ("2.1.197", "2.1.332")
+    side_sources = True  # subagents/, tool-results/, tasks/<id>/
+    packages = ("@anthropic-ai/claude-code",)
 
     def home(self, env: dict | None = None) -> Path:
         return paths.claude_home(env)
@@ -79,9 +97,13 @@ class ClaudeWrapper(Wrapper):
     def _session(self, home: Path, transcript: Path) -> NativeSession:
         sources = [NativeSource("jsonl", transcript, str(transcript.relative_to(home)))]
         side = transcript.with_suffix("") / "subagents"
-        for extra in sorted(side.glob("*")) if side.is_dir() else []:
+        results = transcript.with_suffix("") / "tool-results"  # large outputs, by path
+        for extra in [*sorted(side.glob("*")), *sorted(results.glob("*"))]:
             kind = "jsonl" if extra.suffix == ".jsonl" else "file"
             sources.append(NativeSource(kind, extra, str(extra.relative_to(home))))
+        tasks = home / "tasks" / transcript.stem  # TaskCreate/TaskUpdate: one <n>.json a task
+        for task in sorted(tasks.glob("*.json")) if tasks.is_dir() else []:
+            sources.append(NativeSource("file", task, str(task.relative_to(home))))
         return NativeSession(transcript.stem, home, first_cwd(transcript), sources)
 
     def watch_root(self, home: Path) -> Path:

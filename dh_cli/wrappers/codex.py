@@ -1,6 +1,18 @@
 """Codex CLI: a rollout JSONL per thread under `$CODEX_HOME/sessions/YYYY/MM/DD/`, each line
 `{timestamp, ordinal, type, payload[, metadata]}`. Tool calls and outputs are Responses-API
-items joined by `call_id`; a turn is bracketed by event_msg task_started / task_complete."""
+items joined by `call_id`; a turn is bracketed by event_msg task_started / task_complete.
+
+What `codex exec resume <id>` / `codex resume <id>` reads (0.171.0), and what dh does:
+- the rollout `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`, looked up through the
+  `threads` row of `state_5.sqlite` and, without one, by its file name: mirrored, rebuilt
+  byte-exact at its path (the file name carries the id);
+- `state_5.sqlite` (`threads.rollout_path`), `thread_history_1.sqlite` (byte offsets into
+  the rollout), `logs_2`/`goals_1`/`memories_1`/`queue_1.sqlite`: Codex's own indexes of
+  the rollouts. dh does not write them; with them gone Codex rebuilds them from the rollout
+  (seen: the whole `$CODEX_HOME` deleted but `config.toml`, the rebuilt rollout alone
+  resumed the thread with no finished reply asked again);
+- `config.toml` (the user's provider and policy), `installation_id`, `skills/.system/`,
+  `shell_snapshots/`: config, or made anew at start."""
 
 from __future__ import annotations
 
@@ -49,6 +61,8 @@ def _session_meta(path: Path) -> dict:
 class CodexWrapper(Wrapper):
     name = "codex"
     binary = "codex"
+    tried_versions = ("0.171.0", "0.171.0")  # also the newest on npm here (2026-12-01)
+    packages = ("@openai/codex",)
 
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)

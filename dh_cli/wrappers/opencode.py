@@ -1,6 +1,20 @@
 """OpenCode: every session lives in one SQLite database (`opencode.db`, WAL). dh logs each
 version of each row of the session (`session`, `message`, `part`, `event`, …) as one record:
-a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state."""
+a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state.
+
+What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and what dh does:
+- the `session`, `message` and `part` rows of the session and the `project` row of its
+  directory, in `opencode.db` (+ `-wal`, `-shm`): every row version mirrored; a database
+  that lost the session gets it back through OpenCode's own `opencode import` of the
+  export built from the log, run from the session's directory (dh does not write those
+  tables);
+- the `todo` rows (the todowrite list): mirrored; import drops them (2 rows before, 0
+  after), so dh writes them back after the import, into the columns the table has, while
+  no OpenCode runs (resume/opencode_restore.py);
+- `event`/`event_sequence`: mirrored, not restored: import writes none and a resume did
+  not miss them;
+- `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
+  With the data, state and cache dirs deleted, the import and the todo rows were enough."""
 
 from __future__ import annotations
 
@@ -64,6 +78,16 @@ def _row_order(row: dict) -> tuple:
 class OpenCodeWrapper(Wrapper):
     name = "opencode"
     binary = "opencode"
+    tried_versions = ("1.18.33", "1.18.33")  # also the newest on npm here (2026-12-01)
+    packages = ("opencode-ai", "opencode")  # opencode-linux-x64… when install scripts were skipped
+    # `opencode run --session` of a session whose `directory` is not the run's cwd (imported
+    # from elsewhere, or made with --dir) serves the whole turn, logs "exiting loop" and then
+    # never exits: it boots a second instance for the session's directory and disposes only
+    # its own (seen with 1.18.33: 3 of 3 such runs still there after 60 s). dh imports from
+    # the session's directory so its own resumes do not meet this; a session the user points
+    # at does. Once the turn is complete in the log and the process has been quiet this long
+    # (its own exit takes < 1 s after the final step), dh ends it.
+    linger_after_turn = 10.0
     source_kind = "opencode"
 
     def home(self, env: dict | None = None) -> Path:

@@ -1,5 +1,11 @@
 """Pi: one session JSONL, line 1 a `session` header, then entries `{type, id, parentId, …}`.
-The leaf is the last entry in file order. Messages are written only once complete."""
+The leaf is the last entry in file order. Messages are written only once complete.
+
+What `pi --session <file>` reads (0.73.1 and 1.6.0), and what dh does: the session file alone
+(its header's cwd must exist; provider and model come back from it): mirrored, rebuilt
+(re-serialized lines are accepted too). `models.json` and `settings.json` are the user's
+config; `auth.json` is made anew (`{}`). With the agent dir deleted but `models.json`, the
+rebuilt file resumed the conversation."""
 
 from __future__ import annotations
 
@@ -49,6 +55,11 @@ def read_header(path: Path) -> dict:
 class PiWrapper(Wrapper):
     name = "pi"
     binary = "pi"
+    # 0.73.1 is the last @mariozechner release; the project goes on as @earendil-works (1.x,
+    # needs Node >= 22.19). Binary `pi` -> dist/cli.js (0.x) or dist/bundle/cli.js (1.x).
+    tried_versions = ("0.73.1", "1.6.0")
+    packages = ("@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent")
+    entry_points = ("dist/cli.js", "dist/bundle/cli.js")
 
     def home(self, env: dict | None = None) -> Path:
         return paths.pi_home(env)
