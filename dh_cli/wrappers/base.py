@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import Parsed, Record, ToolCall
+from .relaunch import Relaunch  # noqa: F401 - part of the wrapper interface
 from .identity import file_mark, pick_launched, same_dir
 
 
@@ -53,20 +54,6 @@ class LaunchPlan:
     prompt: str | None = None  # the user's prompt, kept so a relaunch can replay it
     resuming: bool = False  # the user's own args resume an existing native session
 
-
-@dataclass
-class Relaunch:
-    """How an interactive harness comes back after a crash, as its wrapper decides: the
-    argv, the environment changes for that attempt (None unsets a variable), and who carries
-    a cut turn on — `prompt` (dh's continuation prompt is in argv), `typed` (dh types it into
-    the TUI once its screen is still), `harness` (the harness continues it by itself, so dh
-    sends nothing) or `none` (the turn was complete)."""
-
-    argv: list[str]
-    env: dict[str, str | None] = field(default_factory=dict)
-    continues: str = "none"  # or `typed`: dh types `typed` into the TUI once it is ready,
-    typed: str | None = None  # that is once `ready` was in its output
-    ready: bytes | None = None
 
 
 def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int], list[int]]:
