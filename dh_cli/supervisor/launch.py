@@ -155,6 +155,8 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
             return 0
         if not prepared.has_state:
             argv = original
+        elif not opts.headless and not prompt:  # a TUI: its wrapper says how the turn goes on
+            argv, _ = supervisor.interactive_resume(session, prepared)
         else:
             text = prompt or (opts.continue_prompt if opts.headless else None)
             argv = wrapper.resume_args(original, session.harness_session_id, session.native_path,

@@ -281,13 +281,13 @@ class Supervisor:
                                             self._continue_prompt(prepared.unlogged), True)
             continues = "prompt"
         else:
-            argv, continues = self._interactive_resume(session, prepared)
+            argv, continues = self.interactive_resume(session, prepared)
         self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
                                     "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls,
                                     "continues": continues}, attempt.number + 1, "outcome")
         return argv, prepared.finished_calls
 
-    def _interactive_resume(self, session: Session, prepared) -> tuple[list[str], str]:
+    def interactive_resume(self, session: Session, prepared) -> tuple[list[str], str]:
         """The wrapper decides how its TUI carries a cut turn on (argv, environment); the
         supervisor only applies it to the next attempt."""
         cut = not prepared.turn_complete
