@@ -58,7 +58,7 @@ def cut_turn(rig, harness: str, tui: Tui) -> None:
     ready = TUI[harness][1]
     tui.until(lambda: tui.on_screen(ready), what="the editor")
     tui.quiet()
-    tui.type_line("Create the files.")
+    tui.submit("Create the files.", lambda: any(e.get("reply_index") == 0 for e in rig.server.log))
     tui.until(lambda: any(e.get("reply_index") == 1 for e in rig.server.log), what="reply #1")
     tui.idle(1.0)
 

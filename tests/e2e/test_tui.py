@@ -113,7 +113,7 @@ def kill_and_continue(tui: Tui, rig, harness: str, when: str) -> None:
     # Pi 1.6.0 aborted a turn typed while its start-up still ran ("Command aborted" 14 ms
     # into the first tool): type once the screen is still, as a person would
     tui.quiet()
-    tui.type_line(PROMPT)
+    tui.submit(PROMPT, served(rig, 0))
     if when == "stall":
         tui.until(served(rig, 1), what="reply #1 requested")
         # kill once the tool result is logged: a TUI may write it after the next request

@@ -107,8 +107,21 @@ class Tui:
         for char in text:
             self.child.send(char)
             self.idle(0.03)
+        self.until(lambda: self.on_screen(text), timeout=20, what="the typed prompt echoed")
         self.idle(0.5)
         self.child.send("\r")
+
+    def submit(self, text: str, sent, tries: int = 3) -> None:
+        """Type the prompt and Enter; Enter again (before any kill) while sent() says the
+        model saw nothing: Codex's composer now and then kept the text and ignored Enter."""
+        self.type_line(text)
+        for _ in range(tries):
+            try:
+                self.until(sent, timeout=8, what="the prompt sent")
+                return
+            except AssertionError:
+                self.child.send("\r")
+        self.until(sent, timeout=30, what="the prompt sent")
 
     def quit(self, keys: list[str], timeout: float = 30.0, gap: float = 0.6) -> int:
         for key in keys:
