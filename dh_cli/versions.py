@@ -121,9 +121,12 @@ def _binary_key(argv: list[str]) -> str | None:
 
 def _remember(cache: Path, data: dict) -> None:
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(data))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # dh's home is private
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(data))
+        os.chmod(tmp, 0o600)  # whatever the umask
         os.replace(tmp, cache)
     except OSError:
         pass  # only a cache: the next run asks the harness again

@@ -130,7 +130,6 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     opts.cwd = session.cwd or opts.cwd
     with world.lock_session(session.id):
         check_previous_attempt(world, session)
-        note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
         from ..resume.relocate import relocate_for_resume
 
         session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
@@ -165,7 +164,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
                                                "repairs": prepared.repairs}, phase="intent")
         opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
                     f"call(s) kept, {len(prepared.repairs)} repaired)")
-        supervisor.session = session
+        # asked only now: `--version` starts the harness, which a refused resume never does
+        note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
+        supervisor.session = world.get_session(session.id)
         return supervisor.run(argv)
 
 
