@@ -63,8 +63,13 @@ def cut_turn(rig, harness: str, tui: Tui) -> None:
     tui.idle(1.0)
 
 
+# the mark of a resumed TUI, where it differs from a new one's (OpenCode's session view has
+# no "Ask anything" placeholder; its footer is drawn once the composer takes keys)
+RESUMED_READY = {"opencode": "ctrl+p commands"}
+
+
 def kill_to_ready(rig, harness: str, tui: Tui) -> float:
-    ready = TUI[harness][1]
+    ready = RESUMED_READY.get(harness, TUI[harness][1])
     pid, _ = last_launch(rig)
     tui.at_notice = None
     tui.raw.clear()
@@ -108,7 +113,8 @@ def own_start(rig, harness: str, argv: list[str]) -> float:
     start = time.monotonic()
     tui = Direct(rig, argv)
     try:
-        tui.until(lambda: tui.on_screen(TUI[harness][1]), what="the harness's editor")
+        mark = RESUMED_READY.get(harness, TUI[harness][1])
+        tui.until(lambda: tui.on_screen(mark), what="the harness's editor")
         return time.monotonic() - start
     finally:
         os.killpg(tui.child.pid, signal.SIGKILL)
