@@ -136,7 +136,10 @@ class Tui:
     def close(self) -> None:
         """End dh if it still runs; keep what the pty showed, for a failing test's reader."""
         if self.child.isalive():
-            self.child.close(force=True)
+            try:
+                self.child.close(force=True)
+            except pexpect.ExceptionPexpect:  # still dying under load: killed below
+                os.kill(self.child.pid, 9)
         (self.rig.tmp / "pty-output.bin").write_bytes(bytes(self.raw))
         for proc in psutil.process_iter(["cmdline"]):  # e.g. a Codex daemon left by a failure
             try:
