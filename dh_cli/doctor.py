@@ -9,21 +9,15 @@ cannot hang doctor."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sqlite3
 import stat
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import paths
 from .errors import ConfigError, HarnessNotFound
 
-# The harness versions dh's parsers, resume flags and fakes were checked against.
-TESTED = {"claude-code": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33", "pi": "0.73.1"}
-VERSION_TIMEOUT = 5.0
-_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?")
 
 
 @dataclass
@@ -61,33 +55,46 @@ def failed(checks: list[Check]) -> bool:
 # harnesses ----------------------------------------------------------------------------------
 def check_binary(wrapper, env: dict) -> Check:
     from .supervisor.launch import find_binary
+    from .versions import installed_version
 
-    name, tested = f"{wrapper.name} binary", TESTED.get(wrapper.name)
+    name = f"{wrapper.name} binary"
     try:
         argv = find_binary(wrapper, env)
     except HarnessNotFound as exc:
-        return Check(name, "warn", str(exc), {"hint": exc.hint, "tested": tested})
+        return Check(name, "warn", str(exc), {"hint": exc.hint, **tried_details(wrapper, None)})
     if not shutil.which(argv[0], path=env.get("PATH")):
         return Check(name, "fail", f"{argv[0]} is not an executable file",
-                     {"path": argv[0], "tested": tested})
-    version = harness_version(argv, env)
-    details = {"path": " ".join(argv), "version": version, "tested": tested}
+                     {"path": argv[0], **tried_details(wrapper, None)})
+    return check_version(wrapper, name, " ".join(argv), installed_version(wrapper, argv, env))
+
+
+def tried_details(wrapper, version: str | None) -> dict:
+    from .versions import in_tried_range
+
+    return {"version": version, "tried": list(wrapper.tried_versions),
+            "in_tried_range": in_tried_range(wrapper, version)}
+
+
+def check_version(wrapper, name: str, path: str, version: str | None) -> Check:
+    """The installed release against the range the wrapper was tried with: ok inside,
+    a warning outside or when the harness does not say."""
+    from .versions import tried_text
+
+    details = {"path": path, **tried_details(wrapper, version)}
+    tried = tried_text(wrapper)
     if version is None:
-        return Check(name, "warn", f"{details['path']}: `--version` gave no version "
-                                   f"(dh was tested with {tested})", details)
-    status = "ok" if version == tested else "warn"
-    return Check(name, status, f"{details['path']} {version} (dh was tested with {tested})", details)
+        return Check(name, "warn", f"{path}: `--version` gave no version (dh was tried with {tried})",
+                     details)
+    status = "ok" if details["in_tried_range"] else "warn"
+    word = "" if status == "ok" else ", not in that range"
+    return Check(name, status, f"{path} {version} (dh was tried with {tried}{word})", details)
 
 
 def harness_version(argv: list[str], env: dict) -> str | None:
-    """The first x.y.z in `<harness> --version`, or None if it fails, hangs or prints none."""
-    try:
-        done = subprocess.run([*argv, "--version"], capture_output=True, text=True, env=env,
-                              stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT, errors="replace")
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = _VERSION.search(done.stdout + "\n" + done.stderr)
-    return found.group(0) if found and done.returncode == 0 else None
+    """The first x.y.z in `<harness> --version` (versions.version_output)."""
+    from .versions import version_output
+
+    return version_output(argv, env)
 
 
 def check_home(wrapper, env: dict) -> Check:

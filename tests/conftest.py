@@ -62,7 +62,8 @@ def build_opencode_db(src: Path, db: Path) -> Path:
 
 def native_files(home: Path) -> dict[str, bytes]:
     """Every session file under a harness home, keyed by relative path."""
-    patterns = ["projects/**/*.jsonl", "projects/**/*.meta.json", "sessions/**/*.jsonl"]
+    patterns = ["projects/**/*.jsonl", "projects/**/*.meta.json", "sessions/**/*.jsonl",
+                "tasks/*/*.json"]  # Claude Code TaskCreate state
     found = {}
     for pattern in patterns:
         for path in home.glob(pattern):

@@ -141,8 +141,15 @@ def server() -> PgServer:
             _failure = f"no PostgreSQL server for the tests: {exc} {detail.decode(errors='replace')[-300:]}"
             _server = None
     if _server is None:
-        pytest.skip(_failure)
+        _skip_or_fail(_failure)
     return _server
+
+
+def _skip_or_fail(reason: str) -> None:
+    """Under CI (`CI=true`) a missing PostgreSQL fails the test: a green run must have run it."""
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def fresh_db() -> str:
@@ -151,7 +158,7 @@ def fresh_db() -> str:
     try:
         return srv.url(srv.create_db())
     except Exception as exc:
-        pytest.skip(f"cannot create a test database on the PostgreSQL server: {exc}")
+        _skip_or_fail(f"cannot create a test database on the PostgreSQL server: {exc}")
 
 
 @pytest.fixture

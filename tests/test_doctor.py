@@ -38,6 +38,8 @@ def test_a_ready_machine_passes_every_check(machine, run_dh):
     checks = by_name(result)
     assert result.exit_code == 0
     assert checks["claude-code binary"]["details"]["version"] == "2.1.197"
+    assert checks["claude-code binary"]["details"]["in_tried_range"] is True
+    assert checks["claude-code binary"]["details"]["tried"] == ["2.1.197", "2.1.332"]
     assert {c["status"] for c in checks.values()} == {"ok", "skip"}
     assert checks["postgres world"]["status"] == "skip"
 
@@ -45,7 +47,7 @@ def test_a_ready_machine_passes_every_check(machine, run_dh):
 def test_text_output_is_one_line_per_check(machine, run_dh):
     lines = run_dh("doctor").stdout.strip().splitlines()
     assert len(lines) == len(doctor.run_checks())
-    assert lines[0].startswith("ok   claude-code binary: ") and "(dh was tested with 2.1.197)" in lines[0]
+    assert lines[0].startswith("ok   claude-code binary: ") and "(dh was tried with 2.1.197 to 2.1.332)" in lines[0]
 
 
 def test_an_untested_or_missing_harness_only_warns(machine, run_dh, monkeypatch):
@@ -57,7 +59,9 @@ def test_an_untested_or_missing_harness_only_warns(machine, run_dh, monkeypatch)
     result = run_dh("doctor", "--json")
     checks = by_name(result)
     assert result.exit_code == 0
-    assert checks["pi binary"]["status"] == "warn" and "0.70.2 (dh was tested with 0.73.1)" in checks["pi binary"]["message"]
+    assert checks["pi binary"]["status"] == "warn" and \
+        "0.70.2 (dh was tried with 0.73.1 to 1.6.0, not in that range)" in checks["pi binary"]["message"]
+    assert checks["pi binary"]["details"]["in_tried_range"] is False
     assert checks["codex binary"]["status"] == "warn" and checks["codex binary"]["details"]["hint"]
 
 
@@ -65,7 +69,9 @@ def test_a_hung_version_call_times_out(machine, monkeypatch):
     hung = machine / "hung"
     hung.write_text("#!/bin/sh\nsleep 30\n")
     hung.chmod(0o755)
-    monkeypatch.setattr(doctor, "VERSION_TIMEOUT", 0.5)
+    from dh_cli import versions
+
+    monkeypatch.setattr(versions, "VERSION_TIMEOUT", 0.5)
     assert doctor.harness_version([str(hung)], dict(os.environ)) is None
 
 

@@ -98,7 +98,7 @@ def test_moved_session_rebuilds_with_only_the_new_cwd(harness, scenario, tmp_pat
 
 def expected_relpath(harness: str, relpath: str, new: str) -> str:
     parts = relpath.split("/")
-    if harness == "claude-code":
+    if harness == "claude-code" and parts[0] == "projects":  # tasks/<id>/ keep their path
         parts[1] = project_slug(new)
     elif harness == "pi":
         parts[1] = pi_session_dir_name(new)

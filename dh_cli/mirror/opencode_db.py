@@ -44,6 +44,22 @@ def list_sessions(db: Path) -> list[tuple[str, str | None]]:
         conn.close()
 
 
+def sessions_since(db: Path, since_ms: int) -> list[tuple[str, str | None, int | None]]:
+    """(id, directory, time_updated) of the sessions updated at or after since_ms (less a
+    second of slack), oldest first by creation."""
+    conn = connect_ro(db)
+    try:
+        if "session" not in _tables(conn):
+            raise NativeStateError(f"{db} has no `session` table yet")
+        return [(r["id"], r["directory"], r["time_updated"]) for r in conn.execute(
+            "SELECT id, directory, time_updated FROM session WHERE time_updated >= ?"
+            " ORDER BY time_created, id", [since_ms - 1000])]
+    except sqlite3.DatabaseError as exc:
+        raise NativeStateError(f"cannot read OpenCode database {db}: {exc}") from None
+    finally:
+        conn.close()
+
+
 # Tables whose rows carry `time_updated`: after the first read only rows updated since the
 # last read (less a margin for clock steps and same-millisecond writes) are fetched again.
 UPDATED_TABLES = {"session", "message", "part"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -50,6 +51,23 @@ def settle_database(db: Path) -> None:
         pass  # best effort: OpenCode recovers the log itself when nothing else reads it
 
 
+def import_dir(session: Session, records) -> str:
+    """Where `opencode import` runs: it binds the session to that directory, and a later
+    `opencode run --session` from any other directory never exits (see
+    OpenCodeWrapper.linger_after_turn). That is the directory OpenCode itself recorded for
+    the session (differs from dh's cwd under `opencode --dir`), when this machine recorded it
+    and it exists; else the session's cwd. A log pulled from elsewhere never picks it."""
+    from ..wrappers.opencode import latest_rows
+
+    if session.host == socket.gethostname():
+        rows = [r for r in latest_rows(records) if r.get("table") == "session"
+                and r.get("id") == session.harness_session_id]
+        directory = rows[-1].get("directory") if rows else None
+        if isinstance(directory, str) and os.path.isabs(directory) and os.path.isdir(directory):
+            return directory
+    return session.cwd or os.getcwd()
+
+
 def import_command(binary: list[str], export_file: Path) -> list[str]:
     return [*binary, "import", str(export_file)]
 
@@ -62,7 +80,7 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
         return None
     records = list(world.records(session.id, source.id))
     export = drop_empty_assistant(build_export(records, session.harness_session_id))
-    cwd = session.cwd or os.getcwd()
+    cwd = import_dir(session, records)
     if not os.path.isdir(cwd):
         raise NativeStateError(f"cannot restore OpenCode session {session.harness_session_id}: "
                                f"its working directory {cwd} does not exist")
@@ -85,4 +103,55 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
             hint="check that OpenCode's data dir (XDG_DATA_HOME / OPENCODE_DB) is the one the "
                  "session was recorded with")
     settle_database(db)  # the import may leave its log behind, like a killed OpenCode
+    restore_todos(db, session.harness_session_id, records)
     return len(data)
+
+
+def current_todos(records, session_id: str) -> list[dict]:
+    """The session's todo list as the log last saw it. OpenCode's todowrite replaces the
+    whole list (rows at positions 0..n-1); the log keeps every row it ever saw, so a row at
+    a position past the newest todowrite's list is one a later write dropped."""
+    from ..wrappers.opencode import latest_rows, row_data
+
+    latest = latest_rows(records)
+    rows = [r for r in latest if r.get("table") == "todo" and r.get("session_id") == session_id
+            and isinstance(r.get("position"), int)]
+    parts = [r for r in latest if r.get("table") == "part" and r.get("session_id") == session_id]
+    parts.sort(key=lambda r: r.get("time_created") if isinstance(r.get("time_created"), int) else 0)
+    writes = [row_data(r) for r in parts]
+    lists = [(w.get("state") or {}).get("input", {}).get("todos") for w in writes
+             if w.get("type") == "tool" and w.get("tool") == "todowrite"
+             and (w.get("state") or {}).get("status") == "completed"]
+    lists = [todos for todos in lists if isinstance(todos, list)]
+    keep = len(lists[-1]) if lists else None
+    return sorted((r for r in rows if keep is None or r["position"] < keep),
+                  key=lambda r: r["position"])
+
+
+def restore_todos(db: Path, session_id: str, records) -> int:
+    """Put the session's todo rows back: `opencode export`/`import` carry none (2 rows
+    before, 0 after, seen with 1.18.33). Written like set_tool_error, into the session dh
+    just imported while no OpenCode runs; only into the columns the table has, and never
+    over a row OpenCode holds already."""
+    todos = current_todos(records, session_id)
+    if not todos:
+        return 0
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        columns = [r[1] for r in conn.execute('PRAGMA table_info("todo")')]
+        if not columns:
+            return 0  # a release without the table: nothing to give back
+        with conn:
+            for row in todos:
+                names = [c for c in columns if c in row]
+                conn.execute(f'INSERT OR IGNORE INTO "todo" ({", ".join(map(_quoted, names))}) '
+                             f'VALUES ({", ".join("?" * len(names))})', [row[c] for c in names])
+        return len(todos)
+    except sqlite3.Error as exc:
+        raise NativeStateError(f"cannot restore the todo list of {session_id} in {db}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -3,6 +3,7 @@ record the intent, take the session's lock, and hand over to the Supervisor."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -15,10 +16,12 @@ from ..confine import adopt, check_native_id, place, settle
 from ..errors import SessionLocked
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
+from ..versions import note_version
 from ..wrappers import get as get_wrapper
 from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from .procs import process_alive
+from .live import Launch
 from .runner import RunOptions, Supervisor, prepare_sync
 
 
@@ -91,6 +94,7 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
     opts.interactive = not opts.headless and sys.stdin.isatty()
     plan = wrapper.plan_launch(args, opts.cwd, home)
     session = _session_for(world, wrapper, plan, opts, home)
+    note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
     world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
@@ -174,8 +178,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
 
         session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
         # What the harness wrote while no dh mirrored it (dh was killed), including files the
-        # log does not know yet: found by the session's native id or path, then logged.
-        prepare_sync(world, wrapper, session)
+        # log does not know yet: found by the session's native id or path (or, when dh died
+        # before it learnt either, by cwd and time since the session began), then logged.
+        prepare_sync(world, wrapper, session, launch=_since_created(session))
         session = world.get_session(session.id)
         supervisor = Supervisor(world, wrapper, session, opts)
         from ..resume.prepare import prepare_resume
@@ -196,6 +201,8 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
             return 0
         if not prepared.has_state:
             argv = original
+        elif not opts.headless and not prompt:  # a TUI: its wrapper says how the turn goes on
+            argv, _ = supervisor.interactive_resume(session, prepared)
         else:
             text = prompt or (opts.continue_prompt if opts.headless else None)
             check_native_id(wrapper, session.harness_session_id)
@@ -205,8 +212,22 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
                                                "repairs": prepared.repairs}, phase="intent")
         opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
                     f"call(s) kept, {len(prepared.repairs)} repaired)")
-        supervisor.session = session
+        # asked only now: `--version` starts the harness, which a refused resume never does
+        note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
+        supervisor.session = world.get_session(session.id)
         return _still_logged(world, supervisor.run(argv))
+
+
+def _since_created(session: Session) -> Launch | None:
+    """For a session whose native id dh never learnt: whatever the harness created for its
+    cwd since the session began (sessions other dh sessions own are skipped)."""
+    if session.harness_session_id or session.native_path or not session.created_at:
+        return None
+    try:
+        since = datetime.datetime.fromisoformat(session.created_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return Launch(since, session.cwd or os.getcwd(), {})
 
 
 def default_env() -> dict[str, str]:

@@ -10,6 +10,7 @@ import sqlite3
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LogDbError
@@ -26,11 +27,45 @@ RETRY = 1.0  # how often to try again while the log cannot be written (disk full
 RETRY_FOR = 600.0  # how long one write may wait for a log other dh processes keep busy
 
 
+@dataclass
+class Launch:
+    """What dh knew when it started a harness that could not be told its session id: when,
+    where, and which sessions were there already (so the one it creates can be found
+    without its stdout; see Wrapper.launched_session)."""
+
+    since: float  # epoch seconds, just before the launch
+    cwd: str
+    before: dict  # native id -> Wrapper.state_mark at launch
+    resuming: bool = False  # the harness picks an existing session itself (e.g. --continue)
+
+    @classmethod
+    def of(cls, wrapper, home: Path, cwd: str, resuming: bool = False) -> "Launch":
+        return cls(time.time(), cwd, wrapper.snapshot(home, cwd), resuming)
+
+
+def launched_native(world, wrapper, session, launch: Launch | None):
+    """The native session the launched harness is writing, found by cwd and time, when
+    dh knows neither its id nor its path; None until it appears."""
+    if launch is None or session.harness_session_id or session.native_path:
+        return None
+
+    def claimed(native_id: str) -> bool:
+        owner = world.find_by_native(wrapper.name, native_id)
+        return owner is not None and owner.id != session.id
+
+    return wrapper.launched_session(Path(session.home), session.cwd or launch.cwd, launch.since,
+                                    launch.before, launch.resuming, claimed)
+
+
 class LiveMirror:
-    def __init__(self, world_path: Path, wrapper, session_id: str, watch_dir: Path | None,
-                 notice=None):
+    def __init__(self, world_path: Path, wrapper, session_id: str, watch_dir,
+                 notice=None, launch: Launch | None = None):
         self.world_path, self.wrapper, self.session_id = world_path, wrapper, session_id
-        self.watch_dir = watch_dir
+        # one folder or several (the first must exist); source folders are added when found
+        self.watch_dirs = [watch_dir] if isinstance(watch_dir, Path) else list(watch_dir or [])
+        self.watch_dir = self.watch_dirs[0] if self.watch_dirs else None
+        self.launch = launch
+        self.inotify = None
         self.notice = notice or (lambda text: print(text, file=sys.stderr))
         self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
         self.native_id: str | None = None  # set from the harness's output when discovered
@@ -73,7 +108,13 @@ class LiveMirror:
                 watcher = inotify.Inotify(str(self.watch_dir))
             except OSError:
                 return  # the polling fallback keeps mirroring
-            self.poll = POLL_WATCHED
+            for folder in self.watch_dirs[1:]:
+                watcher.add(str(folder))
+            self.inotify = watcher
+            self.wake.set()  # a file written before the watch existed is looked for now
+            # side files (a Claude task written while the model stalls) wake no watch: a
+            # look every RELOCATE s finds them (seen: a task file not logged 5 s later)
+            self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
             try:
                 while not self.stop_event.is_set():
                     if watcher.wait(60.0, also=self._stop_r):
@@ -159,6 +200,15 @@ class LiveMirror:
         native = self._locate(mirror.session)
         if native is not None:
             mirror.track(native)
+            self._watch_sources(mirror)
+
+    def _watch_sources(self, mirror: SessionMirror) -> None:
+        """Watch the folder of every file being mirrored: it may lie below the watched root
+        (Codex's dated folders) or outside it (a Pi --session path)."""
+        watcher = self.inotify
+        if watcher is not None:
+            for path in mirror.watched_paths():
+                watcher.add(str(path.parent))
 
     def _mirror(self, world) -> SessionMirror | None:
         session = world.get_session(self.session_id)
@@ -168,6 +218,8 @@ class LiveMirror:
             world.update_session(session.id, harness_session_id=self.native_id)
             session = world.get_session(self.session_id)
         native = self._locate(session)
+        if native is None and not self.native_id:
+            native = launched_native(world, self.wrapper, session, self.launch)
         if native is None:
             return None
         if native.harness_session_id and native.harness_session_id != session.harness_session_id:
@@ -176,6 +228,7 @@ class LiveMirror:
             session = world.get_session(self.session_id)
         mirror = SessionMirror(world, self.wrapper, session)
         mirror.track(native)
+        self._watch_sources(mirror)
         return mirror
 
     def stop(self) -> None:

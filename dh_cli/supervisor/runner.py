@@ -19,7 +19,8 @@ from ..resume.prepare import current_turn, prepare_resume
 from ..resume.replay import unlogged_text
 from ..wrappers.base import Wrapper
 from . import states
-from .live import LiveMirror
+from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
+from .live import Launch, LiveMirror, launched_native
 from .policy import PolicyConfig, RestartPolicy
 from .procs import PipeChild, become_subreaper
 from .tools import ToolTracker, end_descendants
@@ -47,36 +48,6 @@ class RunOptions:
     notice: callable = print  # one-line messages to the user (stderr)
 
 
-@dataclass
-class Attempt:
-    number: int
-    rc: int | None = None
-    ran_for: float = 0.0
-    stalled: bool = False
-    user_signal: int | None = None
-    tools: list[dict] = field(default_factory=list)
-
-
-def exit_signal(rc: int | None) -> int | None:
-    return -rc if rc is not None and rc < 0 else None
-
-
-def classify(attempt: Attempt, turn_complete: bool, interactive: bool) -> str:
-    """finished | stopped | crashed | hung."""
-    if attempt.user_signal:
-        return "stopped"
-    if attempt.stalled:
-        return "hung"
-    if exit_signal(attempt.rc):
-        # A headless harness killed after its final answer was written has nothing left to
-        # do: resuming it would only pay for a fresh model call. An interactive one is
-        # brought back (a resume without a prompt costs nothing) so the user can go on.
-        return "finished" if turn_complete and not interactive else "crashed"
-    if interactive or turn_complete or attempt.rc == 0:
-        return "finished"  # the harness chose to exit (a failing code is passed through)
-    return "crashed"
-
-
 class Supervisor:
     def __init__(self, world, wrapper: Wrapper, session: Session, opts: RunOptions):
         self.world, self.wrapper, self.opts = world, wrapper, opts
@@ -85,6 +56,8 @@ class Supervisor:
         self.user_signal: int | None = None
         self.child = None
         self.wake_fd: int | None = None
+        self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
+        self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -98,6 +71,22 @@ class Supervisor:
 
     # the loop -----------------------------------------------------------------------------
     def run(self, argv: list[str]) -> int:
+        guardian = self._guardian()  # before become_subreaper: never dh's child
+        try:
+            return self._run(argv)
+        finally:
+            from .terminal import dismiss_guardian
+
+            dismiss_guardian(guardian)
+
+    def _guardian(self) -> int | None:
+        if not self.opts.interactive:
+            return None
+        from .terminal import start_guardian
+
+        return start_guardian()
+
+    def _run(self, argv: list[str]) -> int:
         become_subreaper()
         previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
         self.wake_fd, wake_w = os.pipe()
@@ -112,6 +101,8 @@ class Supervisor:
                 signal.signal(sig, handler)
             os.close(self.wake_fd)
             os.close(wake_w)
+            if hasattr(self.child, "restore"):
+                self.child.restore()  # on every way out, even an error mid-attempt
             end_descendants(exclude=set())
 
     def _loop(self, argv: list[str]) -> int:
@@ -120,7 +111,8 @@ class Supervisor:
             outcome = classify(attempt, self._turn_complete(), self.opts.interactive)
             decision = self.policy.after_exit(outcome, attempt.ran_for)
             self._event("state", {"from": states.RUNNING, "to": decision.state, "reason": decision.reason,
-                                  "outcome": outcome, "delay": decision.delay}, attempt.number)
+                                  "outcome": outcome, "delay": decision.delay,
+                                  "why": why_ended(attempt, outcome)}, attempt.number)
             if decision.state == states.EXITED or not self.opts.supervise:
                 return self._final_code(attempt, outcome)
             if decision.state == states.FATAL:
@@ -128,6 +120,8 @@ class Supervisor:
             if self._sleep(decision.delay):
                 return 128 + self.user_signal
             argv, kept = self._resume_argv(attempt)
+            if hasattr(self.child, "clear"):
+                self.child.clear()  # the relaunched TUI draws on a clean screen, under the notice
             self._notice_resume(attempt, outcome, kept)
 
     def _run_attempt(self, argv: list[str]) -> Attempt:
@@ -141,20 +135,34 @@ class Supervisor:
         self._watch(child, attempt)
         self._event("exited", {"code": attempt.rc, "signal": exit_signal(attempt.rc),
                                "stalled": attempt.stalled, "user_signal": attempt.user_signal,
-                               "ran_for": round(attempt.ran_for, 3), "tools": attempt.tools},
+                               "ran_for": round(attempt.ran_for, 3), "tools": attempt.tools,
+                               "parts_ended": attempt.parts_ended},
                     number, "outcome")
         return attempt
 
+    def _attempt_env(self) -> dict[str, str]:
+        env = dict(self.opts.env)
+        for name, value in self.attempt_env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
+
     def _spawn(self, argv: list[str]):
         full = self.opts.binary + argv
-        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dir(),
-                               notice=self.opts.notice)
+        env, self.attempt_env = self._attempt_env(), {}
+        self.launch = self._launch_info()
+        self.live = LiveMirror(self.world.path, self.wrapper, self.session.id, self._watch_dirs(),
+                               notice=self.opts.notice, launch=self.launch)
         if self.opts.interactive:
             from .terminal import PtyChild
 
-            child = PtyChild(full, self.opts.env, self.opts.cwd)
+            typed, ready = self.attempt_typed
+            child = PtyChild(full, env, self.opts.cwd, typed=typed, ready=ready)
+            self.attempt_typed = (None, None)
         else:
-            child = PipeChild(full, self.opts.env, self.opts.cwd, self._on_output)
+            child = PipeChild(full, env, self.opts.cwd, self._on_output)
         self.child = child
         self.live.start()
         return child
@@ -164,17 +172,33 @@ class Supervisor:
             self.live.native_id = native
             self.live.wake.set()
 
-    def _watch_dir(self) -> Path | None:
+    def _launch_info(self) -> Launch | None:
+        """Taken just before the launch when dh knows neither the session's id nor its
+        file: the live mirror then finds what the harness creates (or, told to continue a
+        session it picks itself, writes to) by cwd and time, not by its stdout."""
+        if self.session.harness_session_id or self.session.native_path:
+            return None
+        resuming = self.wrapper.plan_launch(self.opts.args, self.opts.cwd,
+                                            Path(self.session.home)).resuming
+        return Launch.of(self.wrapper, Path(self.session.home), self.session.cwd or self.opts.cwd,
+                         resuming)
+
+    def _watch_dirs(self) -> list[Path] | None:
+        """The session file's folder when known, else the wrapper's folders (the first one
+        created when missing, so a watch can be set before the harness writes)."""
         path = Path(self.session.native_path) if self.session.native_path else None
-        folder = path.parent if path else self.wrapper.watch_root(Path(self.session.home))
+        home = Path(self.session.home)
+        folders = [path.parent] if path else self.wrapper.watch_folders(home)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            return folder
+            folders[0].mkdir(parents=True, exist_ok=True)
+            return folders
         except OSError:
             return None
 
     def _watch(self, child, attempt: Attempt) -> None:
-        tracker, forwarded, snapped = ToolTracker(child.pid), None, 0.0
+        home = Path(self.session.home)
+        tracker = ToolTracker(child.pid, lambda command: self.wrapper.harness_part(command, home))
+        forwarded, snapped = None, 0.0
         while (rc := child.wait_exit(TICK, self.wake_fd)) is None:
             if time.monotonic() - snapped >= SNAPSHOT_EVERY:
                 tracker.snapshot()  # which tool commands run, whatever their process group
@@ -186,15 +210,18 @@ class Supervisor:
                 attempt.stalled = True
                 self._event("stall", {"timeout": self.opts.stall_timeout}, attempt.number, "intent")
                 self._stop(child, signal.SIGTERM)
+            elif self._lingering(child):
+                self._end_lingering(child, attempt)
         attempt.rc, attempt.ran_for = rc, time.monotonic() - child.started
         attempt.user_signal = self.user_signal
         child.finish()
         grace = 0.5 if self.user_signal else self.opts.tool_grace
         attempt.tools = [o.to_dict() for o in tracker.settle(grace)]
+        attempt.parts_ended = tracker.ended_parts
         self.live.stop()
         if self.live.error:
             raise self.live.error
-        prepare_sync(self.world, self.wrapper, self.session, self.live.native_id)
+        prepare_sync(self.world, self.wrapper, self.session, self.live.native_id, self.launch)
 
     def _stalled(self, child) -> bool:
         timeout = self.opts.stall_timeout
@@ -202,6 +229,24 @@ class Supervisor:
             return False
         idle = time.monotonic() - max(self.live.last_progress, child.last_output)
         return idle > timeout and not self._turn_complete()
+
+    def _lingering(self, child) -> bool:
+        """A headless harness whose wrapper says it may not exit after its turn (OpenCode
+        `run`, see OpenCodeWrapper.linger_after_turn): this attempt logged records, the turn
+        is complete in the log, and nothing has come since for that long."""
+        grace = self.wrapper.linger_after_turn
+        if grace is None or not self.opts.headless or self.live.last_progress <= child.started:
+            return False
+        idle = time.monotonic() - max(self.live.last_progress, child.last_output)
+        return idle > grace and self._turn_complete()
+
+    def _end_lingering(self, child, attempt: Attempt) -> None:
+        grace = self.wrapper.linger_after_turn
+        self._event("linger", {"after": grace}, attempt.number, "intent")
+        self.opts.notice(f"dh: {self.wrapper.name} finished its turn but did not exit within "
+                         f"{grace:g} s; dh ends it (the turn is in the log: dh log show "
+                         f"{self.session.id})")
+        self._stop(child, signal.SIGTERM)
 
     def _stop(self, child, sig: int) -> None:
         """Signal the harness's group; SIGKILL it if it has not gone after stop_wait."""
@@ -230,23 +275,36 @@ class Supervisor:
             self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
                         attempt.number + 1, "outcome")
             return self.opts.args, 0
-        prompt = self._continue_prompt(prepared.unlogged)
-        argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
-                                        session.native_path, prompt, self.opts.headless)
+        if self.opts.headless:
+            argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
+                                            session.native_path,
+                                            self._continue_prompt(prepared.unlogged), True)
+            continues = "prompt"
+        else:
+            argv, continues = self.interactive_resume(session, prepared)
         self._event("resume_plan", {"mode": "resume", "argv": argv, "repairs": prepared.repairs,
-                                    "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls},
-                    attempt.number + 1, "outcome")
+                                    "rebuilt": prepared.rebuilt, "kept": prepared.finished_calls,
+                                    "continues": continues}, attempt.number + 1, "outcome")
         return argv, prepared.finished_calls
 
-    def _continue_prompt(self, unlogged: list[dict]) -> str | None:
-        """Headless: the continuation prompt, with a word on each tool command that ran
-        without a call in the session (the model decides what to check). Interactive: there
-        is no prompt to carry it, so the user is told."""
+    def interactive_resume(self, session: Session, prepared) -> tuple[list[str], str]:
+        """The wrapper decides how its TUI carries a cut turn on (argv, environment); the
+        supervisor only applies it to the next attempt."""
+        cut = not prepared.turn_complete
+        prompt = self._continue_prompt(prepared.unlogged) if cut else None
+        records = current_turn(self.world, session, self.world.sources(session.id)[0])
+        plan = self.wrapper.interactive_resume(self.opts.args, session.harness_session_id,
+                                               session.native_path, prompt, records)
+        self.attempt_env, self.attempt_typed = plan.env, (plan.typed, plan.ready)
+        return plan.argv, plan.continues
+
+    def _continue_prompt(self, unlogged: list[dict]) -> str:
+        """The continuation prompt, with a word on each tool command that ran without a call
+        in the session (the model decides what to check). In a terminal the user is told too."""
         notes = [unlogged_text(outcome) for outcome in unlogged]
         if not self.opts.headless:
             for note in notes:
                 self.opts.notice(f"dh: {note}")
-            return None
         return "\n\n".join([self.opts.continue_prompt, *notes])
 
     def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:
@@ -288,13 +346,16 @@ class Supervisor:
         self.world.add_event(self.session.id, type_, scrub(details), attempt, phase)
 
 
-def prepare_sync(world, wrapper, session, native_id: str | None = None) -> None:
+def prepare_sync(world, wrapper, session, native_id: str | None = None,
+                 launch: Launch | None = None) -> None:
     """The final drain: read every native file to its end once the harness has exited."""
     from ..mirror.session import SessionMirror
 
     session = world.get_session(session.id)
     native = wrapper.locate(Path(session.home), native_id or session.harness_session_id,
                             Path(session.native_path) if session.native_path else None)
+    if native is None and not native_id:
+        native = launched_native(world, wrapper, session, launch)
     if native and native.harness_session_id != session.harness_session_id:
         world.update_session(session.id, harness_session_id=native.harness_session_id,
                              native_path=str(native.sources[0].path))

@@ -1,13 +1,19 @@
 """Interactive runs: the harness gets a pseudo-terminal, and the user's terminal is passed
 through — keys in, output out, window size on SIGWINCH. dh's own terminal is in raw mode
 only while an attempt runs and is restored between attempts, so dh's one-line notices print
-normally."""
+normally.
+
+A killed TUI leaves the terminal as it had set it: in the alternate screen, cursor hidden,
+mouse and bracketed-paste reporting on, keypad in application mode, its frame on screen.
+When an attempt ends dh puts every such mode back (RESET); before a relaunch it also clears
+the screen (CLEAR), so the new TUI does not draw over rows of the old frame."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -17,6 +23,78 @@ import time
 import tty
 
 from .procs import Child, _write_all
+
+
+RESET = (
+    b"\x1b[?1049l"  # leave the alternate screen (restores the main one)
+    b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l"  # mouse reports off
+    b"\x1b[?2004l"  # bracketed paste off
+    b"\x1b[?1004l"  # focus reports off
+    b"\x1b[?2026l"  # end a synchronized update cut short (or the terminal stops drawing)
+    b"\x1b[?1l\x1b>"  # cursor keys and keypad back to normal mode
+    b"\x1b[>4m"  # modifyOtherKeys back to the default
+    b"\x1b[r\x1b[?7h"  # whole-screen scroll region, line wrap on
+    b"\x1b[0m\x1b[?25h"  # plain colours, cursor shown
+)
+CLEAR = b"\x1b[H\x1b[2J"  # cursor home, screen erased (the scrollback is the user's: kept)
+
+
+def start_guardian(fd_in: int = 0, fd_out: int = 1) -> int | None:
+    """A tiny process that outlives dh only to put the terminal back if dh is killed with
+    SIGKILL (which no handler of dh's can catch: the shell was left raw, cursor hidden).
+    It waits on a pipe: dh writes one byte on a clean exit (`dismiss_guardian`); EOF with no
+    byte means dh died, and the guardian restores the saved modes and RESET. Double-forked
+    before dh becomes a subreaper, so it is never dh's child (never taken for a tool) and
+    in a session of its own (a Ctrl-C or hang-up to dh's group does not reach it).
+    Returns the pipe's write end, or None when there is no terminal."""
+    if not (os.isatty(fd_in) and os.isatty(fd_out)):
+        return None
+    saved = termios.tcgetattr(fd_in)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the forked guardian
+        _guard(read_end, write_end, fd_in, fd_out, saved)
+    os.close(read_end)
+    os.waitpid(pid, 0)  # the intermediate child exits at once
+    os.set_inheritable(write_end, False)
+    return write_end
+
+
+def _guard(read_end: int, write_end: int, fd_in: int, fd_out: int, saved) -> None:  # pragma: no cover
+    try:
+        os.close(write_end)
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.closerange(3, read_end)
+        os.closerange(read_end + 1, 65536)
+        if os.read(read_end, 1) == b"":  # dh died without a word
+            termios.tcsetattr(fd_in, termios.TCSADRAIN, saved)
+            os.write(fd_out, RESET)
+    except BaseException:  # noqa: BLE001 - a guardian never raises into a fork of dh
+        pass
+    os._exit(0)
+
+
+def dismiss_guardian(write_end: int | None) -> None:
+    """dh exits on its own: the terminal is already put back, the guardian leaves quietly."""
+    if write_end is not None:
+        try:
+            os.write(write_end, b"x")
+            os.close(write_end)
+        except OSError:
+            pass
+
+
+KITTY_PUSH = re.compile(rb"\x1b\[>\d*u")
+KITTY_POP = re.compile(rb"\x1b\[<\d*u")
+
+
+def restore_screen(fd: int, clear: bool = False, kitty_pushed: int = 0) -> None:
+    """Put back the modes a TUI may have set; with clear, erase its frame too. The kitty
+    keyboard modes are a stack: only the entries the TUI pushed and did not pop are popped."""
+    if os.isatty(fd):
+        _write_all(fd, RESET + b"\x1b[<u" * kitty_pushed + (CLEAR if clear else b""))
 
 
 def _window_size(fd: int) -> bytes | None:
@@ -31,8 +109,14 @@ def _take_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+SETTLE = 3.0  # after its ready mark, a TUI gets this long (or 1 s of quiet) to load its session
+QUIET = 1.0
+TYPE_WAIT = 120.0  # how long dh waits for the ready mark (OpenCode took 28 s on a busy machine)
+
+
 class PtyChild(Child):
-    def __init__(self, argv, env, cwd, stdin_fd: int = 0, stdout_fd: int = 1):
+    def __init__(self, argv, env, cwd, stdin_fd: int = 0, stdout_fd: int = 1,
+                 typed: str | None = None, ready: bytes | None = None):
         self.stdin_fd, self.stdout_fd = stdin_fd, stdout_fd
         self.master, slave = pty.openpty()
         size = _window_size(stdin_fd)
@@ -43,11 +127,31 @@ class PtyChild(Child):
         os.close(slave)
         super().__init__(popen)
         self.saved = self._raw_mode()
+        self.kitty_pushed = 0  # kitty keyboard modes the harness pushed and has not popped
         self.stop = threading.Event()
         self.old_winch = signal.signal(signal.SIGWINCH, self._resize) \
             if threading.current_thread() is threading.main_thread() else None
+        self.paste_mode = False  # the TUI asked for bracketed paste
+        self.ready_mark, self.ready_at, self.tail = ready, None, b""
         self.thread = threading.Thread(target=self._pump, name="dh-pty", daemon=True)
         self.thread.start()
+        if typed:
+            threading.Thread(target=self._type, args=(typed,), name="dh-typist", daemon=True).start()
+
+    def _type(self, text: str) -> None:
+        """Type text into the TUI once it is ready (its ready mark was drawn, then it went
+        quiet or SETTLE passed), then Enter: as a paste when the TUI takes bracketed paste
+        (lines kept, no key read as a shortcut), else as one line. Enter waits half a second,
+        or a TUI that tells pastes by their speed (Codex) takes it as a new line. Keys typed
+        before the TUI is ready are lost, so with no ready mark seen nothing is typed."""
+        if not self._wait_ready():
+            return
+        body = text.encode()
+        body = b"\x1b[200~" + body + b"\x1b[201~" if self.paste_mode else \
+            b" ".join(body.split())
+        _write_all(self.master, body)
+        if not self.stop.wait(0.5):
+            _write_all(self.master, b"\r")
 
     def _raw_mode(self):
         try:
@@ -84,8 +188,34 @@ class PtyChild(Child):
             return False
         if output:
             self.last_output = time.monotonic()
+            if b"\x1b[>" in data or b"\x1b[<" in data:  # cheap: rare in output
+                self._count_kitty(data)
+            self._see_ready(data)
+            if b"\x1b[?2004" in data:
+                self.paste_mode = data.rfind(b"\x1b[?2004h") > data.rfind(b"\x1b[?2004l")
         _write_all(dst, data)
         return True
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + TYPE_WAIT
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            now = time.monotonic()
+            if self.ready_at is not None and (now - self.ready_at >= SETTLE or
+                                              now - self.last_output >= QUIET):
+                return True
+            self.stop.wait(0.1)
+        return False
+
+    def _see_ready(self, data: bytes) -> None:
+        if self.ready_mark and self.ready_at is None:
+            window = self.tail + data
+            if self.ready_mark in window:
+                self.ready_at = time.monotonic()
+            self.tail = window[-len(self.ready_mark):]
+
+    def _count_kitty(self, data: bytes) -> None:
+        pushed = len(KITTY_PUSH.findall(data)) - len(KITTY_POP.findall(data))
+        self.kitty_pushed = max(0, self.kitty_pushed + pushed)
 
     def finish(self) -> None:
         """Drain what is left, then give the user's terminal back as it was."""
@@ -98,7 +228,20 @@ class PtyChild(Child):
             pass
         os.close(self.master)
         self.close_pidfd()
+        self.restore()
+
+    def restore(self) -> None:
+        """The user's terminal as it was before the attempt: cooked mode, every mode the TUI
+        set put back, dh's SIGWINCH handler gone. Safe to call twice."""
         if self.saved is not None:
             termios.tcsetattr(self.stdin_fd, termios.TCSADRAIN, self.saved)
+            self.saved = None
+            restore_screen(self.stdout_fd, kitty_pushed=self.kitty_pushed)
+            self.kitty_pushed = 0
         if self.old_winch is not None:
             signal.signal(signal.SIGWINCH, self.old_winch)
+            self.old_winch = None
+
+    def clear(self) -> None:
+        """Erase the old frame before a relaunch (the notice then prints on a clean screen)."""
+        restore_screen(self.stdout_fd, clear=True)

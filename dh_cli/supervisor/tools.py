@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import psutil
 
@@ -33,6 +34,19 @@ class ToolOutcome:
         return asdict(self)
 
 
+COMMAND_CHARS = 300
+
+
+def clip(command: str) -> str:
+    """At most COMMAND_CHARS of a command line, its head and its tail: the user's command
+    can sit at the end of a long wrapper (Claude Code 2.1.332 runs `bash -c source
+    <snapshot> … && eval '<command>' …`, whose head alone was 300 characters of set-up)."""
+    if len(command) <= COMMAND_CHARS:
+        return command
+    half = (COMMAND_CHARS - 3) // 2
+    return f"{command[:half]} … {command[-half:]}"
+
+
 def _describe(proc: psutil.Process) -> tuple[float, str] | None:
     """(create time, command line); the command line is "" once the process is a zombie."""
     try:
@@ -40,7 +54,7 @@ def _describe(proc: psutil.Process) -> tuple[float, str] | None:
     except psutil.Error:
         return None
     try:
-        return created, " ".join(proc.cmdline())[:300]
+        return created, clip(" ".join(proc.cmdline()))
     except psutil.ZombieProcess:
         return created, ""
     except psutil.Error:
@@ -108,17 +122,26 @@ class ToolTracker:
     get SIGHUP from their terminal: the effect may be cut half-way even if a child such as
     `sleep` runs on), or dh had to end the group after the grace period."""
 
-    def __init__(self, harness_pid: int):
+    def __init__(self, harness_pid: int, is_part: Callable[[str], bool] = lambda command: False):
         self.harness_pid = harness_pid
+        # Processes of the harness itself that run apart from it (the wrapper names them,
+        # e.g. Codex's app-server daemon): never a tool, never reported to the model as one.
+        # Their own children are the harness's tool commands.
+        self.is_part = is_part
+        self.parts: dict[int, tuple[float, str]] = {}
         self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create time, command line)
         self.group: dict[int, int] = {}  # pid -> its process group
         self.name_only: set[int] = set()  # dead before dh read their command lines
         self.done: list[ToolOutcome] = []
+        self.ended_parts: list[dict] = []  # harness helpers dh ended when the harness died
 
     def _remember(self, proc: psutil.Process) -> None:
         """Note the process, or refresh its command line: one first seen between fork and
         exec still shows its parent's (or none)."""
         if (info := _describe(proc)) and info[1]:
+            if self.is_part(info[1]):
+                self.parts[proc.pid] = info
+                return
             self.seen[proc.pid] = info
             self.group[proc.pid] = _pgid(proc.pid)
 
@@ -126,15 +149,21 @@ class ToolTracker:
         """Remember the harness's direct children (its tool commands), whatever their group."""
         for child in child_processes(self.harness_pid):
             self._remember(child)
+        for part in list(self.parts):
+            for child in child_processes(part):
+                self._remember(child)
 
     def _adopted(self) -> list[int]:
         """Processes re-parented to dh (dh is a subreaper), alive or already dead: every
         one of them was still running when the harness died."""
         pids = []
         for child in child_processes(os.getpid()):
-            if child.pid == self.harness_pid:
+            if child.pid == self.harness_pid or child.pid in self.parts:
                 continue
             info = _describe(child)
+            if info and info[1] and self.is_part(info[1]):
+                self.parts[child.pid] = info
+                continue
             if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):
                 # a zombie not seen alive (it died with the harness) is known by its name
                 self.seen[child.pid] = info if info[1] else (info[0], _name(child))
@@ -155,6 +184,7 @@ class ToolTracker:
         """Wait up to `grace` seconds for survivors to finish, then end the rest; one
         outcome per process group that was cut off by the harness's death."""
         adopted = self._adopted()
+        self.snapshot()  # the commands the harness's parts (now found) are running
         pending = {pid: self.seen[pid][0] for pid in self.seen if _running(pid, self.seen[pid][0])}
         codes = {pid: _reap(pid) for pid in adopted if pid not in pending}  # died with the harness
         deadline = time.monotonic() + grace
@@ -169,8 +199,22 @@ class ToolTracker:
             end_group(pid)
             ended.add(self.group.get(pid, pid))
             codes[pid] = _reap(pid)
+        self._end_parts()
         self.done.extend(self._outcomes(codes, ended))
         return self.done
+
+    def _end_parts(self) -> None:
+        """The harness's own helper processes end with it, once the tool commands they ran
+        were given their grace (they are the commands' parents: Codex's commands die with
+        theirs). With no command running that is at once, not after a grace. SIGKILL, as its
+        TUI got: a part is the harness, and SIGTERM first cost a second (Codex's daemon did
+        not end on it within end_group's wait, seen in 2 of 3 bench runs)."""
+        for pid, (created, command) in self.parts.items():
+            if _running(pid, created):
+                signal_group(_pgid(pid), signal.SIGKILL)
+                end_group(pid)
+                self.ended_parts.append({"pid": pid, "command": command})
+            _reap(pid)
 
     def _outcomes(self, codes: dict[int, int | None], ended: set[int]) -> list[ToolOutcome]:
         groups: dict[int, list[int]] = {}
@@ -183,7 +227,7 @@ class ToolTracker:
             created, command = self.seen[head]
             if head in self.name_only:  # e.g. "bash (sleep 3)": what ran on in its group
                 rest = [self.seen[p][1] for p in members if p != head and p not in self.name_only]
-                command = f"{command} ({'; '.join(rest)})"[:300] if rest else command
+                command = clip(f"{command} ({'; '.join(rest)})") if rest else command
             outcome, code = ToolOutcome(head, command, created), codes[head]
             if pgid in ended:
                 outcome.ended_by_dh, outcome.exit_code = True, code

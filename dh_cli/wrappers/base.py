@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import Parsed, Record, ToolCall
+from .relaunch import Relaunch  # noqa: F401 - part of the wrapper interface
+from .identity import file_mark, pick_launched, same_dir
 
 
 @dataclass
@@ -51,6 +53,7 @@ class LaunchPlan:
     native_path: Path | None = None  # the session file when known before launch
     prompt: str | None = None  # the user's prompt, kept so a relaunch can replay it
     resuming: bool = False  # the user's own args resume an existing native session
+
 
 
 def split_args(args: list[str], value_flags: frozenset[str]) -> tuple[list[int], list[int]]:
@@ -188,6 +191,16 @@ class Wrapper:
     # Anthropic's, and the harnesses that report that way, count them apart
     usage_input_includes_cache: bool = False
 
+    tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
+    packages: tuple[str, ...] = ()  # npm package names the binary may come from
+    # seconds a headless harness may sit after its turn is complete in the log before dh ends
+    # it (None: the harness always exits by itself)
+    linger_after_turn: float | None = None
+    # sources appear beside the main file while the harness runs (Claude's subagents and
+    # tasks, in folders no watch covers): the live mirror looks for them every few seconds
+    # even when no file event wakes it
+    side_sources: bool = False
+
     # finding native state -----------------------------------------------------------------
     def home(self, env: dict | None = None) -> Path:
         raise NotImplementedError
@@ -219,6 +232,36 @@ class Wrapper:
     def watch_root(self, home: Path) -> Path:
         """The folder to watch when the session file is not known before launch."""
         return home / "sessions"
+
+    def watch_folders(self, home: Path) -> list[Path]:
+        """The existing folders to watch at launch, at or below watch_root: the ones a new
+        session file is written into. Folders created below a watched one later are
+        watched as they appear (supervisor/live.py)."""
+        return [self.watch_root(home)]
+
+    # identity without the harness's stdout (see identity.py) ------------------------------------
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Sessions for cwd whose state may have been written at or after `since` (epoch
+        seconds), oldest first, found cheaply. The default scans the whole home."""
+        return [s for s in self.discover(home) if same_dir(s.cwd, cwd)]
+
+    def state_mark(self, session: NativeSession):
+        """What changes when the harness writes to the session (its main file's mtime, size)."""
+        return file_mark(session.sources[0].path) if session.sources else None
+
+    def snapshot(self, home: Path, cwd: str) -> dict:
+        """The sessions for cwd at launch: id -> state_mark."""
+        try:
+            return {s.harness_session_id: self.state_mark(s) for s in self.recent_sessions(home, cwd, 0.0)}
+        except Exception:  # noqa: BLE001 - a damaged home: everything found later is new
+            return {}
+
+    def launched_session(self, home: Path, cwd: str, since: float, before: dict,
+                         resuming: bool, claimed=lambda native_id: False) -> NativeSession | None:
+        """The native session a harness launched at `since` in cwd is writing, for one that
+        prints no id: new since launch (or, resuming one it picks itself, changed since)."""
+        return pick_launched(self.recent_sessions(home, cwd, since), before, resuming,
+                             self.state_mark, claimed)
 
     # reading records ----------------------------------------------------------------------
     def parse(self, raw: bytes) -> Parsed:
@@ -284,6 +327,22 @@ class Wrapper:
         """Args that resume the session: the user's flags that still apply, the harness's
         own resume flags, and the continuation prompt (when given)."""
         raise NotImplementedError
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """The relaunch of a TUI killed mid-turn. `prompt` is dh's continuation prompt when
+        the turn was cut (None when it was complete); `records` are the current turn's, as
+        repaired. By default the prompt rides in argv, the way each TUI takes a first
+        message (a positional word, or a flag), so the turn goes on with no keystroke."""
+        argv = self.resume_args(original, native_id, native_path, prompt, False)
+        return Relaunch(argv, continues="prompt" if prompt else "none")
+
+    # the harness's own processes ---------------------------------------------------------
+    def harness_part(self, command: str, home: Path) -> bool:
+        """True for a process of the harness itself that runs apart from it (own session,
+        no tty), so dh never takes it for a tool command: dh ends it with the harness, after
+        the tool commands it runs had their grace. None by default."""
+        return False
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,

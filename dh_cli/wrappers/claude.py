@@ -1,6 +1,20 @@
 """Claude Code: one transcript JSONL per session under `projects/<slug>/<id>.jsonl` in
 `$CLAUDE_CONFIG_DIR` (or ~/.claude), plus subagent transcripts beside it. A streamed assistant
-message is one row per content block, all sharing `message.id` and the final usage."""
+message is one row per content block, all sharing `message.id` and the final usage.
+
+What `claude --resume <id>` reads (2.1.197 and 2.1.332, headless and TUI), and what dh does:
+- `projects/<slug>/<id>.jsonl`, found by the cwd's slug (resume must run in that cwd): mirrored
+  line by line, rebuilt byte-exact;
+- `projects/<slug>/<id>/subagents/agent-<n>.jsonl` and `.meta.json` (an Agent's own
+  transcript, to go on with it) and `projects/<slug>/<id>/tool-results/<call>.txt` (outputs
+  too large for the transcript, named by `persistedOutputPath`): mirrored as they appear,
+  rebuilt;
+- `tasks/<id>/<n>.json`, the TaskCreate/TaskUpdate list (2.1.197; 2.1.332 headless offers
+  no TaskCreate): mirrored whole on each change, rebuilt (its empty `.lock` Claude makes);
+- `.claude.json` and `settings.json`: the user's own config (onboarding, trust, keys), never
+  mirrored; `sessions/<pid>.json`, `session-env/`, `shell-snapshots/`, `backups/`: made anew
+  by every start. With the whole config home deleted, the rebuilt files are enough: the
+  conversation goes on (tests/e2e/test_whole_home_lost.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +26,11 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, regular_file, text_of
+from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, load_json,
+                   regular_file, text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
+from .identity import modified_since
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
@@ -65,6 +81,10 @@ class ClaudeWrapper(Wrapper):
     native_id_shape = UUID_SHAPE  # a transcript's file name and sessionId
     aliases = ("claude",)
     binary = "claude"
+    # releases dh was tried with (oldest, newest): 2.1.197 pinned, 2.1.332 newest on npm
+    tried_versions = ("2.1.197", "2.1.332")
+    side_sources = True  # subagents/, tool-results/, tasks/<id>/
+    packages = ("@anthropic-ai/claude-code",)
 
     def first_record_ok(self, obj: dict) -> bool:
         # every row carries sessionId; older transcripts may start with a summary row
@@ -83,9 +103,13 @@ class ClaudeWrapper(Wrapper):
     def _session(self, home: Path, transcript: Path) -> NativeSession:
         sources = [NativeSource("jsonl", transcript, str(transcript.relative_to(home)))]
         side = transcript.with_suffix("") / "subagents"
-        for extra in sorted(side.glob("*")) if side.is_dir() else []:
+        results = transcript.with_suffix("") / "tool-results"  # large outputs, by path
+        for extra in [*sorted(side.glob("*")), *sorted(results.glob("*"))]:
             kind = "jsonl" if extra.suffix == ".jsonl" else "file"
             sources.append(NativeSource(kind, extra, str(extra.relative_to(home))))
+        tasks = home / "tasks" / transcript.stem  # TaskCreate/TaskUpdate: one <n>.json a task
+        for task in sorted(tasks.glob("*.json")) if tasks.is_dir() else []:
+            sources.append(NativeSource("file", task, str(task.relative_to(home))))
         return NativeSession(transcript.stem, home, first_cwd(transcript), sources)
 
     def watch_root(self, home: Path) -> Path:
@@ -93,6 +117,14 @@ class ClaudeWrapper(Wrapper):
 
     def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
         return [self._session(home, path)]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Transcripts in the cwd's project folder written since `since`, oldest first (for
+        a `--continue` that picks its session itself; new sessions get --session-id)."""
+        folder = home / "projects" / project_slug(os.path.realpath(cwd))
+        found = [p for p in folder.glob("*.jsonl") if modified_since(p, since)]
+        found.sort(key=lambda p: (p.stat().st_mtime_ns, p.name))
+        return [self._session(home, p) for p in found]
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         for transcript in (home / "projects").glob(f"*/{ref}.jsonl"):
@@ -216,6 +248,31 @@ class ClaudeWrapper(Wrapper):
         flags = headless_flags(groups, SESSION_FLAGS, headless)
         # one word, `--resume=<id>` (commander takes it): an id can never be read as a flag
         return [*flags, f"--resume={native_id}", *prompt_tail(prompt)]
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """Claude Code's TUI continues a cut turn itself when CLAUDE_CODE_RESUME_INTERRUPTED_TURN
+        is set (its own crash-respawn path, in 2.1.197 and 2.1.332): when the transcript ends
+        in a user row — a tool result, dh's repair, or the prompt itself — it sends the
+        continue text (CLAUDE_CODE_RESUME_PROMPT, so dh's wording) or the cut prompt as the
+        first message, and writes no extra "No response requested." row. dh then passes no
+        prompt of its own: one continuation, never two. A transcript ending in an assistant
+        row cut short is not an interrupted turn to Claude; there the prompt goes in argv.
+        The variable is unset whenever dh does not want it, so a user's own export of it
+        cannot continue a turn a second time."""
+        argv = self.resume_args(original, native_id, native_path, None, False)
+        off = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+        if not prompt:
+            return Relaunch(argv, off)
+        if self._ends_in_user_row(records):
+            return Relaunch(argv, {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1",
+                                   "CLAUDE_CODE_RESUME_PROMPT": prompt}, "harness")
+        return Relaunch([*argv, *prompt_tail(prompt)], off, "prompt")
+
+    def _ends_in_user_row(self, records: list[Record]) -> bool:
+        rows = [p for p in self.conversation(records) if p.kind in ("user", "tool_result", "assistant",
+                                                                     "tool_call")]
+        return bool(rows) and rows[-1].kind in ("user", "tool_result") and not rows[-1].synthetic
 
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

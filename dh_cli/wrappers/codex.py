@@ -1,10 +1,23 @@
 """Codex CLI: a rollout JSONL per thread under `$CODEX_HOME/sessions/YYYY/MM/DD/`, each line
 `{timestamp, ordinal, type, payload[, metadata]}`. Tool calls and outputs are Responses-API
-items joined by `call_id`; a turn is bracketed by event_msg task_started / task_complete."""
+items joined by `call_id`; a turn is bracketed by event_msg task_started / task_complete.
+
+What `codex exec resume <id>` / `codex resume <id>` reads (0.171.0), and what dh does:
+- the rollout `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`, looked up through the
+  `threads` row of `state_5.sqlite` and, without one, by its file name: mirrored, rebuilt
+  byte-exact at its path (the file name carries the id);
+- `state_5.sqlite` (`threads.rollout_path`), `thread_history_1.sqlite` (byte offsets into
+  the rollout), `logs_2`/`goals_1`/`memories_1`/`queue_1.sqlite`: Codex's own indexes of
+  the rollouts. dh does not write them; with them gone Codex rebuilds them from the rollout
+  (seen: the whole `$CODEX_HOME` deleted but `config.toml`, the rebuilt rollout alone
+  resumed the thread with no finished reply asked again);
+- `config.toml` (the user's provider and policy), `installation_id`, `skills/.system/`,
+  `shell_snapshots/`: config, or made anew at start."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -16,6 +29,7 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper,
                    text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
+from .identity import modified_since, same_dir
 
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
@@ -53,6 +67,9 @@ class CodexWrapper(Wrapper):
     def first_record_ok(self, obj: dict) -> bool:
         return obj.get("type") == "session_meta"  # a rollout starts with it
 
+    tried_versions = ("0.171.0", "0.171.0")  # also the newest on npm here (2026-12-01)
+    packages = ("@openai/codex",)
+
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)
 
@@ -67,6 +84,28 @@ class CodexWrapper(Wrapper):
         thread = meta.get("id") or (match.group(1) if match else path.stem)
         rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
         return [NativeSession(thread, home, meta.get("cwd"), [NativeSource("jsonl", path, rel)])]
+
+    def watch_folders(self, home: Path) -> list[Path]:
+        """`sessions/` and the dated folders a rollout started now goes into (local date,
+        YYYY/MM/DD): the rollout is three folders down, where a watch on `sessions/` alone
+        sees nothing (seen: 2 of 16 records logged 0.5 s after they were written, the rest
+        only at the next 5 s poll). Dated folders created later are watched as they appear."""
+        root = self.watch_root(home)
+        chain = [root]
+        for part in time.strftime("%Y/%m/%d").split("/"):
+            chain.append(chain[-1] / part)
+        return [folder for folder in chain if folder.is_dir()] or [root]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Rollouts in the dated folders of yesterday, today and tomorrow (Codex names them
+        by local date) written since `since`, for cwd (the session_meta line's), oldest
+        first by the creation time in their names."""
+        now, found = time.time(), []
+        for day in {time.strftime("%Y/%m/%d", time.localtime(now + d * 86400)) for d in (-1, 0, 1)}:
+            for rollout in (home / "sessions" / day).glob("rollout-*.jsonl"):
+                if modified_since(rollout, since):
+                    found.extend(s for s in self._sessions_at(home, rollout) if same_dir(s.cwd, cwd))
+        return sorted(found, key=lambda s: s.sources[0].path.name)
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         for rollout in sorted((home / "sessions").glob(f"*/*/*/rollout-*-{ref}.jsonl")):
@@ -198,6 +237,21 @@ class CodexWrapper(Wrapper):
             pre, post = [], pre
         command = ["exec", *post, "resume"] if headless else ["resume", *post]
         return [*pre, *command, native_id, *prompt_tail(prompt)]
+
+    # the harness's own processes ---------------------------------------------------------
+    def harness_part(self, command: str, home: Path) -> bool:
+        """The 0.171 TUI runs its agent in an app-server daemon it starts from
+        `$CODEX_HOME/packages/app-server-daemon/releases/<version>/…/codex app-server …`
+        (with a `daemon pid-update-loop` beside it), each in its own session, no tty. It is
+        the harness, not a tool: killed with the TUI, the daemon ran the cut turn on unseen
+        (seen: reply #1 completed, the write and read tools ran and the final reply came, all
+        with no TUI), and `codex resume <id> <prompt>` attached to the live daemon and aborted
+        that turn anyway. So dh ends it with the TUI, once the commands it runs had their
+        grace (they die with it): the turn is cut where the TUI was killed, as with the other
+        harnesses, and the resumed TUI starts a fresh daemon that reads the rollout."""
+        program, _, rest = command.partition(" ")
+        daemons = str(Path(home) / "packages" / "app-server-daemon") + os.sep
+        return program.startswith(daemons) and rest.startswith("app-server")
 
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

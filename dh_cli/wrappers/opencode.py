@@ -1,6 +1,20 @@
 """OpenCode: every session lives in one SQLite database (`opencode.db`, WAL). dh logs each
 version of each row of the session (`session`, `message`, `part`, `event`, …) as one record:
-a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state."""
+a JSON line `{"table": …, <columns>}`. The latest version of a row is its current state.
+
+What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and what dh does:
+- the `session`, `message` and `part` rows of the session and the `project` row of its
+  directory, in `opencode.db` (+ `-wal`, `-shm`): every row version mirrored; a database
+  that lost the session gets it back through OpenCode's own `opencode import` of the
+  export built from the log, run from the session's directory (dh does not write those
+  tables);
+- the `todo` rows (the todowrite list): mirrored; import drops them (2 rows before, 0
+  after), so dh writes them back after the import, into the columns the table has, while
+  no OpenCode runs (resume/opencode_restore.py);
+- `event`/`event_sequence`: mirrored, not restored: import writes none and a resume did
+  not miss them;
+- `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
+  With the data, state and cache dirs deleted, the import and the todo rows were enough."""
 
 from __future__ import annotations
 
@@ -12,8 +26,10 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-from .base import LaunchPlan, NativeSession, NativeSource, TurnState, Wrapper, split_args
+from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
+                   split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
+from .identity import pick_launched, same_dir
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 OPEN_TOOL_STATES = {"pending", "running"}
@@ -64,6 +80,16 @@ class OpenCodeWrapper(Wrapper):
     name = "opencode"
     native_id_shape = re.compile(r"ses_[0-9A-Za-z]{12,64}")  # ses_ + 12 hex + 14 base62 today
     binary = "opencode"
+    tried_versions = ("1.18.33", "1.18.33")  # also the newest on npm here (2026-12-01)
+    packages = ("opencode-ai", "opencode")  # opencode-linux-x64… when install scripts were skipped
+    # `opencode run --session` of a session whose `directory` is not the run's cwd (imported
+    # from elsewhere, or made with --dir) serves the whole turn, logs "exiting loop" and then
+    # never exits: it boots a second instance for the session's directory and disposes only
+    # its own (seen with 1.18.33: 3 of 3 such runs still there after 60 s). dh imports from
+    # the session's directory so its own resumes do not meet this; a session the user points
+    # at does. Once the turn is complete in the log and the process has been quiet this long
+    # (its own exit takes < 1 s after the final step), dh ends it.
+    linger_after_turn = 10.0
     source_kind = "opencode"
 
     def home(self, env: dict | None = None) -> Path:
@@ -90,6 +116,49 @@ class OpenCodeWrapper(Wrapper):
         db = self.db_file(home)
         return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
                 for sid, directory in list_sessions(db)]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Session rows for cwd (`session.directory`) updated since `since`, oldest first.
+        OpenCode's TUI prints no id, and `run` prints one only with the first model reply."""
+        from ..errors import NativeStateError
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        if not db.exists():
+            return []
+        try:
+            rows = sessions_since(db, int(since * 1000))
+        except NativeStateError:
+            return []  # created but not migrated yet: looked at again on the next change
+        return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
+                for sid, directory, _ in rows if same_dir(directory, cwd)]
+
+    def snapshot(self, home: Path, cwd: str) -> dict:
+        from ..errors import NativeStateError
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        try:
+            rows = sessions_since(db, 0) if db.exists() else []
+        except NativeStateError:
+            rows = []
+        return {sid: updated for sid, directory, updated in rows if same_dir(directory, cwd)}
+
+    def launched_session(self, home, cwd, since, before, resuming, claimed=lambda sid: False):
+        """As for every harness, with the row's time_updated as the mark (the database file
+        changes for every session in it)."""
+        from ..mirror.opencode_db import sessions_since
+
+        db = self.db_file(home)
+        try:
+            rows = sessions_since(db, int(since * 1000)) if db.exists() else []
+        except Exception:  # noqa: BLE001 - not readable yet: looked at again later
+            rows = []
+        updated = {sid: when for sid, _, when in rows}
+        found = [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
+                 for sid, directory, _ in rows if same_dir(directory, cwd)]
+        return pick_launched(found, before, resuming, lambda s: updated.get(s.harness_session_id),
+                             claimed)
 
     def find(self, home: Path, ref: str) -> NativeSession | None:
         return next((s for s in self.discover(home) if s.harness_session_id == ref), None)
@@ -202,6 +271,18 @@ class OpenCodeWrapper(Wrapper):
         tui_prompt = ["--prompt", prompt] if prompt else []
         return [*flags, *kept_flags(post, RESUME_DROP), *words, f"--session={native_id}",
                 *tui_prompt]
+
+    def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
+                           prompt: str | None, records: list[Record]) -> Relaunch:
+        """The 1.18.33 TUI takes `--prompt` only for a new session: with `--session <id>` it
+        opened the session with an empty composer and sent nothing (seen). So the TUI is
+        resumed with no prompt and dh types the continuation into it once its footer
+        (`ctrl+p commands`, drawn once the composer takes keys) is on screen; a bracketed
+        paste then Enter was sent as one message (seen)."""
+        argv = self.resume_args(original, native_id, native_path, None, False)
+        if not prompt:
+            return Relaunch(argv)
+        return Relaunch(argv, continues="typed", typed=prompt, ready=b"ctrl+p")
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """OpenCode keeps no JSONL to append to: its repair is `repair_export` on the export

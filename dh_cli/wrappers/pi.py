@@ -1,5 +1,11 @@
 """Pi: one session JSONL, line 1 a `session` header, then entries `{type, id, parentId, …}`.
-The leaf is the last entry in file order. Messages are written only once complete."""
+The leaf is the last entry in file order. Messages are written only once complete.
+
+What `pi --session <file>` reads (0.73.1 and 1.6.0), and what dh does: the session file alone
+(its header's cwd must exist; provider and model come back from it): mirrored, rebuilt
+(re-serialized lines are accepted too). `models.json` and `settings.json` are the user's
+config; `auth.json` is made anew (`{}`). With the agent dir deleted but `models.json`, the
+rebuilt file resumed the conversation."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
+from .identity import modified_since
 
 FINAL_STOPS = {"stop", "length"}
 VALUE_FLAGS = frozenset({
@@ -49,6 +56,11 @@ class PiWrapper(Wrapper):
     name = "pi"
     native_id_shape = UUID_SHAPE  # the session header's id (UUIDv7)
     binary = "pi"
+    # 0.73.1 is the last @mariozechner release; the project goes on as @earendil-works (1.x,
+    # needs Node >= 22.19). Binary `pi` -> dist/cli.js (0.x) or dist/bundle/cli.js (1.x).
+    tried_versions = ("0.73.1", "1.6.0")
+    packages = ("@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent")
+    entry_points = ("dist/cli.js", "dist/bundle/cli.js")
 
     def first_record_ok(self, obj: dict) -> bool:
         return obj.get("type") == "session"  # the header Pi writes first
@@ -70,6 +82,13 @@ class PiWrapper(Wrapper):
         rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
         native = header.get("id") or path.stem.rsplit("_", 1)[-1]
         return [NativeSession(native, home, header.get("cwd"), [NativeSource("jsonl", path, rel)])]
+
+    def recent_sessions(self, home: Path, cwd: str, since: float) -> list[NativeSession]:
+        """Files in the cwd's folder under `sessions/` written since `since`, oldest first
+        (for -c/-r, which pick their file themselves; new sessions get --session PATH)."""
+        folder = home / "sessions" / pi_session_dir_name(os.path.realpath(cwd))
+        found = sorted(p for p in folder.glob("*.jsonl") if modified_since(p, since))
+        return [s for p in found for s in self._sessions_at(home, p)]
 
     def parse_obj(self, obj: dict) -> Parsed:
         kind = obj.get("type")

