@@ -69,6 +69,7 @@ def resume_command(
     world_name: Annotated[Optional[str], typer.Option("--world", help="Pull the session from this world first (postgres)")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
     cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
+    workspace: Annotated[Optional[str], typer.Option("--workspace", help="keep|restore: when the checkout differs from the session's last workspace snapshot (default: ask on a terminal, keep without one)")] = None,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
@@ -84,11 +85,11 @@ def resume_command(
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
-    if cwd and not os.path.isdir(cwd):
-        raise NativeStateError(f"the checkout {cwd} does not exist or is not a folder")
-    if not cwd and found.cwd and not os.path.isdir(found.cwd):
-        raise NativeStateError(f"the session's working directory {found.cwd} no longer exists",
-                               hint="restore that checkout, or resume with --cwd on another path")
+    if workspace not in (None, "keep", "restore"):
+        raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
+    from .workspace.resume import prepare_cwd  # restores the files of the last step if needed
+
+    prepare_cwd(world, found, cwd, workspace, output.note)
     raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd,
                                     rehome=bool(world_name)))
 

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from ..errors import UsageError
 from ..models import Source
+from ..workspace import copy_workspace
 from .base import Mark, SessionMarks, World
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
@@ -45,6 +46,7 @@ class SessionSync:
     sources: int = 0  # sources new to the receiver
     records: int = 0  # records added
     events: int = 0  # events added
+    snapshots: int = 0  # workspace snapshots added (with the objects they reach)
 
 
 @dataclass
@@ -64,7 +66,8 @@ class SyncReport:
 
     @property
     def changed(self) -> int:
-        return sum(1 for s in self.sessions if s.session or s.records or s.events or s.sources)
+        return sum(1 for s in self.sessions
+                   if s.session or s.records or s.events or s.sources or s.snapshots)
 
     def to_dict(self) -> dict:
         return {"direction": self.direction, "world": self.world, "records": self.records,
@@ -155,6 +158,7 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
         result.records += copy_source(src, dst, source, mark or Mark(),
                                       src_marks.sources.get(source.relpath, Mark()), counter)
     result.events = dst.append_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0))
+    result.snapshots = copy_workspace(src, dst, session.id)  # dh_cli/workspace/sync.py
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
 
