@@ -37,8 +37,10 @@ class Snapshotter:
         self.last: tuple | None = None  # (root, head) of the last snapshot stored
         self.git: tuple | None | bool = False  # git dirs, None when not a work tree (asked once)
 
-    def take(self, reason: str, turn: int | None = None, step: str | None = None) -> Snapshot | None:
-        """Snapshot the cwd; None when it is unchanged since the last snapshot (or gone)."""
+    def take(self, reason: str, turn: int | None = None, step: str | None = None,
+             always: bool = False) -> Snapshot | None:
+        """Snapshot the cwd; None when it is gone, or unchanged since the last snapshot and not
+        `always` (a step's row is kept even then: it says which step the files are from)."""
         if not os.path.isdir(self.cwd):
             return None
         if self.git is False:
@@ -48,7 +50,7 @@ class Snapshotter:
         objects: dict[str, tuple] = {}
         flat = self._flat(paths, objects)
         root = self._update_trees(flat, objects)
-        if self.last == (root, head):
+        if self.last == (root, head) and not always:
             return None
         snap = self._snapshot(flat, root, head, branch, reason, turn, step)
         fresh = self._unknown(objects)

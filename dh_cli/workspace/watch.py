@@ -82,7 +82,7 @@ class WorkspaceWatcher:
             snapper = Snapshotter(world, self.session_id, self.cwd, self.rules)
             while not self.stop_event.wait(POLL):
                 self._take(snapper, follower)
-            self._take(snapper, follower)
+            self._take(snapper, follower, last=True)
         except (sqlite3.Error, DhError, OSError) as exc:
             # The snapshot is a convenience beside the log: a failure is reported, never fatal
             self.error = exc
@@ -91,12 +91,16 @@ class WorkspaceWatcher:
             if world is not None:
                 world.close()
 
-    def _take(self, snapper: Snapshotter, follower: RecordFollower) -> None:
+    def _take(self, snapper: Snapshotter, follower: RecordFollower, last: bool = False) -> None:
+        """One snapshot covers every step committed since the last look (the files cannot be
+        had as they were between two of them); at the attempt's end, one more if they moved."""
         steps = follower.steps()
         if steps:
-            reason, step = steps[-1]  # one snapshot covers every step committed since the last
-            if snapper.take(reason, follower.turn or None, step):
-                self.taken += 1
+            reason, step = steps[-1]
+            snapper.take(reason, follower.turn or None, step, always=True)
+            self.taken += 1
+        elif last and snapper.take("attempt_end", follower.turn or None):
+            self.taken += 1
 
 
 def load_rules() -> Rules:
