@@ -75,10 +75,15 @@ def log_show(
         _follow(world, found.id, json_)
         return
     view = build_view(world, found)
+    from .workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
+
+    snaps = snapshots_of(world, found.id)
     if json_:
-        output.print_json(view.to_dict())
+        output.print_json({**view.to_dict(), "workspace": [s.to_dict() for s in snaps]})
     else:
         render.session_view(view)
+        for snap in snaps:
+            output.out.print(f"  ⧉ workspace {snapshot_line(snap)}", markup=False)
 
 
 def _follow(world, session_id: str, json_: bool) -> None:
@@ -89,6 +94,30 @@ def _follow(world, session_id: str, json_: bool) -> None:
             render.follow_update(update, json_)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+@app.command("docs")
+def log_docs(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    json_: JsonOpt = False,
+) -> None:
+    """Show a session's documents (todo list, plan, tasks) and every edit that made them.
+
+    Example:
+      $ dh log docs 1m8k6p
+      $ dh log docs 1m8k6p --json
+    """
+    from .documents.build import session_documents
+    from .documents.show import print_documents
+    from .wrappers import get as get_wrapper
+
+    world = LocalWorld()
+    found = world.find_session(session)
+    docs = session_documents(world, get_wrapper(found.harness), found.id)
+    if json_:
+        output.print_json({kind: doc.model_dump() for kind, doc in docs.items()})
+    else:
+        print_documents(docs)
 
 
 @app.command("export")

@@ -37,6 +37,12 @@ def snapshot_line(snap) -> str:
             f" {snap.bytes:,} bytes{skipped}{git}")
 
 
+def snapshots_of(world, session_id: str) -> list:
+    from .store import store_for
+
+    return store_for(world).snapshots(session_id)
+
+
 @app.command("list")
 def list_command(session: SessionArg, json_: JsonOpt = False) -> None:
     """List the workspace snapshots of a session.

@@ -29,8 +29,8 @@ class RecordFollower:
     def new(self) -> list:
         rows = self.world.conn.execute(
             "SELECT r.id, r.raw, r.codec FROM records r JOIN sources o ON o.id = r.source_id"
-            " WHERE o.session_id = ? AND r.id > ? AND o.rowid = (SELECT min(rowid) FROM sources"
-            " WHERE session_id = ?) ORDER BY r.id", [self.session_id, self.last_id,
+            " WHERE o.session_id = ? AND r.id > ? AND r.generation = o.generation"
+            " AND o.rowid = (SELECT min(rowid) FROM sources WHERE session_id = ?) ORDER BY r.id", [self.session_id, self.last_id,
                                                      self.session_id]).fetchall()
         if rows:
             self.last_id = rows[-1][0]
@@ -97,8 +97,10 @@ class WorkspaceWatcher:
         steps = follower.steps()
         if steps:
             reason, step = steps[-1]
-            snapper.take(reason, follower.turn or None, step, always=True)
-            self.taken += 1
+            # a tool step's row is kept even when its files equal the last snapshot's (it says
+            # which step they are from); a turn's end only when something changed
+            if snapper.take(reason, follower.turn or None, step, always=reason == "tool"):
+                self.taken += 1
         elif last and snapper.take("attempt_end", follower.turn or None):
             self.taken += 1
 

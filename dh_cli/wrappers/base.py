@@ -241,6 +241,11 @@ class Wrapper:
         own resume flags, and the continuation prompt (when given)."""
         raise NotImplementedError
 
+    def document_edit(self, call: ToolCall, result):
+        """The document edit (dh_cli/documents) a tool call made, given its result; None for
+        a call that edits none (see wrappers/documents.py)."""
+        return None
+
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,
         in the harness's own format, to append to the session file."""

@@ -141,6 +141,11 @@ class ClaudeWrapper(Wrapper):
                             "cache_read": usage.get("cache_read_input_tokens", 0),
                             "cache_write": usage.get("cache_creation_input_tokens", 0)}
 
+    def document_edit(self, call: ToolCall, result: ToolResult):
+        from .documents import claude_edit
+
+        return claude_edit(call, result)
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]
         if not turns:

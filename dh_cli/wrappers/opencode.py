@@ -147,6 +147,11 @@ class OpenCodeWrapper(Wrapper):
         started = any(p.kind == "user" for p in parsed)
         return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
 
+    def document_edit(self, call: ToolCall, result: ToolResult):
+        from .documents import opencode_edit
+
+        return opencode_edit(call, result)
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         messages = [p for p in parsed if p.kind in ("user", "assistant")]
         return bool(messages) and messages[-1].kind == "assistant" and \

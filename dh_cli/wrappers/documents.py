@@ -1,0 +1,87 @@
+"""Each harness's tool calls that edit typed session state, read as document edits
+(dh_cli/documents). Formats as the pinned versions write them (tests/fixtures/real):
+
+- Claude Code: TodoWrite {todos: [{content, status, activeForm}]} replaces the todo list;
+  TaskCreate {subject, description, activeForm} adds a task whose id is in the result text
+  ("Task #1 created successfully: …"); TaskUpdate {taskId, status, subject, …} changes one
+  (status "deleted" removes it). The same tasks are in the home's tasks/<session>/<id>.json.
+- Codex: update_plan {explanation, plan: [{step, status}]} replaces the plan. Codex 0.171.0
+  in exec mode does not offer the tool and answers a call "unsupported call: update_plan":
+  such an edit is kept in the history as refused and changes nothing.
+- OpenCode: todowrite {todos: [{id, content, status, priority}]} replaces the list (its `todo`
+  table holds the same rows afterwards).
+- Pi has no todo or plan tool (its tools: read, bash, edit, write, grep, find, ls)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..documents.models import Edit, Item
+from ..models import ToolCall, ToolResult
+
+TASK_CREATED = re.compile(r"Task #(\S+) created")
+TASK_FIELDS = {"subject": "content", "status": "status", "activeForm": "active_form",
+               "description": "description"}
+
+
+def _args(call: ToolCall) -> dict:
+    value = call.input
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _items(rows, content: str, **extra) -> list[Item]:
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and isinstance(row.get(content), str):
+            out.append(Item(content=row[content], status=_text(row.get("status")) or "pending",
+                            **{k: _text(row.get(v)) for k, v in extra.items()}))
+    return out
+
+
+def claude_edit(call: ToolCall, result: ToolResult) -> Edit | None:
+    args, refused = _args(call), result.is_error
+    why = result.text[:200] if refused else None
+    if call.name == "TodoWrite":
+        return Edit(kind="todos", op="replace", tool=call.name, call_id=call.id, accepted=not refused,
+                    why=why, items=_items(args.get("todos"), "content", active_form="activeForm"))
+    if call.name == "TaskCreate":
+        found = TASK_CREATED.search(result.text or "")
+        item = Item(id=found.group(1) if found else None, content=_text(args.get("subject")) or "",
+                    description=_text(args.get("description")),
+                    active_form=_text(args.get("activeForm")))
+        return Edit(kind="tasks", op="create", tool=call.name, call_id=call.id, items=[item],
+                    accepted=not refused and found is not None, why=why)
+    if call.name == "TaskUpdate":
+        changes = {TASK_FIELDS[k]: v for k, v in args.items() if k in TASK_FIELDS and isinstance(v, str)}
+        return Edit(kind="tasks", op="update", tool=call.name, call_id=call.id,
+                    item_id=str(args.get("taskId")), changes=changes, accepted=not refused, why=why)
+    return None
+
+
+def codex_edit(call: ToolCall, result: ToolResult) -> Edit | None:
+    if call.name != "update_plan":
+        return None
+    args = _args(call)
+    refused = result.is_error or (result.text or "").startswith("unsupported call")
+    return Edit(kind="plan", op="replace", tool=call.name, call_id=call.id,
+                items=_items(args.get("plan"), "step"), explanation=_text(args.get("explanation")),
+                accepted=not refused, why=result.text[:200] if refused else None)
+
+
+def opencode_edit(call: ToolCall, result: ToolResult) -> Edit | None:
+    if call.name != "todowrite":
+        return None
+    args = _args(call)
+    items = _items(args.get("todos"), "content", id="id", priority="priority")
+    return Edit(kind="todos", op="replace", tool=call.name, call_id=call.id, items=items,
+                accepted=not result.is_error, why=result.text[:200] if result.is_error else None)
