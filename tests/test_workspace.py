@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,17 @@ def test_snapshot_lists_git_files_and_keeps_secrets_and_large_files_out(world, r
     assert SECRET not in log and b"large-file-marker" not in log
 
 
+def age(cwd: Path, seconds: float = 10) -> None:
+    """Files written this instant are read again by the next snapshot (their mtime tick may
+    not be over yet): make them older, as a checkout's files are."""
+    then = time.time() - seconds
+    for path in cwd.rglob("*"):
+        if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+            os.utime(path, (then, then))
+
+
 def test_unchanged_files_are_not_read_and_blobs_are_stored_once(world, repo, monkeypatch):
+    age(repo)
     snap, sid = snapper(world, repo)
     first = snap.take("tool", 1, "a")
     assert snap.take("tool", 1, "b") is None  # nothing changed: no new snapshot
@@ -90,6 +101,13 @@ def test_unchanged_files_are_not_read_and_blobs_are_stored_once(world, repo, mon
     (repo / "src" / "copy.py").write_text("readme\n")  # same content as README
     second = snap.take("tool", 1, "c")
     assert sorted(Path(p).name for p in read) == ["app.py", "copy.py"]
+    read.clear()
+    time.sleep(module.RACY_NS / 1e9 + 0.05)
+    assert snap.take("tool", 1, "d", always=True).root == second.root
+    assert sorted(Path(p).name for p in read) == ["app.py", "copy.py"]  # racy last time: read again
+    read.clear()
+    snap.take("tool", 1, "e", always=True)
+    assert read == []  # now settled: nothing is read
     assert second.seq == first.seq + 1 and second.root != first.root
     count = world.conn.execute("SELECT count(*) FROM ws_objects WHERE kind = 'blob'").fetchone()[0]
     assert count == 5  # .gitignore, README(=copy.py), link target, app.py twice

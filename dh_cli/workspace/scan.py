@@ -57,16 +57,35 @@ class Listing:
     git: bool = False
 
 
+GIT_LS = ["ls-files", "-co", "--exclude-standard", "-z"]
+
+
 def git_paths(cwd: str) -> list[str] | None:
     """Paths git counts in cwd (relative to it), or None when cwd is not in a work tree."""
+    return finish_git_paths(start_git_paths(cwd))
+
+
+def start_git_paths(cwd: str) -> subprocess.Popen | None:
+    """`git ls-files` started, so the caller can do other work while git walks the tree."""
     try:
-        out = subprocess.run(["git", "-C", cwd, "ls-files", "-co", "--exclude-standard", "-z"],
-                             capture_output=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return subprocess.Popen(["git", "-C", cwd, *GIT_LS], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    except OSError:
         return None
-    if out.returncode != 0:
+
+
+def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
+    if proc is None:
         return None
-    return [p for p in os.fsdecode(out.stdout).split("\0") if p]
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    if proc.returncode != 0:
+        return None
+    return [p for p in os.fsdecode(out).split("\0") if p]
 
 
 def git_dirs(cwd: str) -> tuple[str, str] | None:

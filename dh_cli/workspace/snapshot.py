@@ -8,14 +8,17 @@ one file and hashes a few trees (bench/bench_workspace.py measures it against gi
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from ..util import now_iso
 from .objects import BLOB, DIR, FILE, LINK, TREE, TreeEntry, blob_hash, encode, tree_bytes, tree_hash
-from .scan import Entry, Rules, entry_of, git_dirs, list_paths
+from .scan import (Entry, Rules, entry_of, finish_git_paths, git_dirs, git_head, start_git_paths,
+                   walk_paths)
 from .store import Snapshot, store_for
 
 Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
+RACY_NS = 100_000_000  # 0.1 s: well above the coarsest mtime tick of local filesystems (ext4: 1 jiffy)
 
 
 @dataclass
@@ -46,10 +49,11 @@ class Snapshotter:
         if self.git is False:
             self.git = git_dirs(self.cwd)
             self.last = self.store.last(self.session_id)
-        paths, head, branch = list_paths(self.cwd, self.git)
         objects: dict[str, tuple] = {}
-        flat = self._flat(paths, objects)
+        flat, head, branch = self._listing(objects)
         root = self._update_trees(flat, objects)
+        used = {e.hash for e in flat.values()}
+        objects = {h: o for h, o in objects.items() if o[1] == TREE or h in used}
         if self.last == (root, head) and not always:
             return None
         snap = self._snapshot(flat, root, head, branch, reason, turn, step)
@@ -69,10 +73,28 @@ class Snapshotter:
         return [h for h in objects if h not in known]
 
     # files ------------------------------------------------------------------------------------
+    def _listing(self, objects: dict) -> tuple[Flat, str | None, str | None]:
+        """(entries, HEAD, branch). In a git work tree, the files of the last snapshot are
+        stat'ed while `git ls-files` walks the tree: a snapshot then costs about the longer
+        of the two, not their sum (bench/bench_workspace.py)."""
+        proc = start_git_paths(self.cwd) if self.git else None
+        early = self._flat(list(self.flat), objects) if proc else {}
+        paths = finish_git_paths(proc)
+        if paths is None:
+            paths, head, branch = walk_paths(self.cwd), None, None
+        else:
+            head, branch = git_head(self.git)
+        new = self._flat([p for p in paths if p not in early], objects)
+        return {p: early[p] if p in early else new[p] for p in paths
+                if p in early or p in new}, head, branch
+
     def _flat(self, paths: list[str], objects: dict) -> Flat:
         """Every listed file's entry. The loop is the hot path of a snapshot (10,000 files):
         an unchanged file costs one lstat and one tuple compare, and keeps its old entry."""
         prefix, stats, flat, lstat = self.cwd.rstrip("/") + "/", self.stats, {}, os.lstat
+        # A file changed within the filesystem's timestamp granularity of this look could
+        # change again with the same (size, mtime): such a file is read again next time.
+        racy = time.time_ns() - RACY_NS
         for path in paths:
             try:
                 st = lstat(prefix + path)
@@ -84,7 +106,7 @@ class Snapshotter:
                 entry = cached[1]
             else:
                 entry = self._changed(path, st, objects)
-                stats[path] = (key, entry)
+                stats[path] = (key if st.st_mtime_ns < racy else None, entry)
             if entry is not None:
                 flat[path] = entry
         return flat
