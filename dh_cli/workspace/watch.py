@@ -96,7 +96,8 @@ class WorkspaceWatcher:
         had as they were between two of them); at the attempt's end, one more if they moved."""
         steps = follower.steps()
         if steps:
-            reason, step = steps[-1]
+            reason = steps[-1][0]
+            step = next((call for _, call in reversed(steps) if call), None)  # the last tool call
             # a tool step's row is kept even when its files equal the last snapshot's (it says
             # which step they are from); a turn's end only when something changed
             if snapper.take(reason, follower.turn or None, step, always=reason == "tool"):
