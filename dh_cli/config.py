@@ -36,6 +36,7 @@ class Workspace(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     max_file_size: int = Field(10 * 1024 * 1024, ge=0)  # bytes; larger files are listed only
+    max_files: int = Field(100_000, ge=1)  # a cwd with more files is not snapshotted
     secret_patterns: list[str] = Field(default_factory=lambda: list(_default_secrets()))
 
 

@@ -14,7 +14,7 @@ from .conftest import fixture_home
 
 DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
-ACTIONS = {"dh run", "dh resume", "dh log export"}
+ACTIONS = {"dh run", "dh resume", "dh log export", "dh workspace restore"}
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):
@@ -94,6 +94,9 @@ def _invocations(tmp_path, session_id):
         "dh log status": ["log", "status"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
+        "dh log docs": ["log", "docs", session_id],
+        "dh workspace list": ["workspace", "list", session_id],
+        "dh workspace diff": ["workspace", "diff", session_id],  # no snapshot: no change
     }
 
 

@@ -78,3 +78,24 @@ def test_text_output_marks_current_items_and_history(run_dh, tmp_path):
     sid = json.loads(run_dh("log", "list", "--json").output)[0]["id"]
     text = run_dh("log", "docs", sid).output
     assert "[x] Write a.txt" in text and "[~] Report back" in text and "toolu_rig_002" in text
+
+
+def test_claude_tasks_folder_is_put_back_by_a_resume(run_dh, tmp_path):
+    """The machine lost its tasks folder: the resume's rebuild writes it back, byte-shaped as
+    Claude Code wrote it."""
+    from dh_cli.documents.restore import restore_documents
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.wrappers import get as get_wrapper
+
+    docs, home = docs_of(run_dh, "claude-code", "subagent-tasks", tmp_path)
+    (original,) = sorted((home / "tasks").glob("*/1.json"))
+    own = original.read_bytes()
+    import shutil
+
+    shutil.rmtree(home / "tasks")
+    world = LocalWorld()
+    session = [s for s in world.sessions() if s.harness == "claude-code"][0]
+    written = restore_documents(world, get_wrapper("claude-code"), session)
+    assert written == [f"tasks/{session.harness_session_id}/1.json"]
+    assert original.read_bytes() == own and (original.parent / ".lock").exists()
+    assert restore_documents(world, get_wrapper("claude-code"), session) == []  # present: kept

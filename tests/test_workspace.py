@@ -211,3 +211,17 @@ def test_push_and_pull_through_postgres_dedupes_objects(world, repo, tmp_path, p
     assert (target / "src" / "app.py").read_text() == "print('hi')\n"
     other.close()
     remote.close()
+
+
+def test_a_folder_with_too_many_files_is_not_snapshotted(world, tmp_path):
+    from dh_cli.workspace.snapshot import TooManyFiles
+
+    cwd = tmp_path / "many"
+    cwd.mkdir()
+    for i in range(5):
+        (cwd / f"f{i}").write_text("x")
+    session = world.create_session("claude-code", cwd=str(cwd), state="running")
+    snap = Snapshotter(world, session.id, str(cwd), Rules(max_files=4))
+    with pytest.raises(TooManyFiles):
+        snap.take("tool", 1, "x")
+    assert world.conn.execute("SELECT count(*) FROM ws_objects").fetchone()[0] == 0

@@ -17,6 +17,7 @@ from ..models import Session
 from ..util import scrub
 from ..wrappers.base import Wrapper
 from .rebuild import inside, safe_target, source_bytes, write_file
+from ..documents.restore import restore_documents as restore_session_documents
 from .replay import repair_text, replay_class
 
 
@@ -176,6 +177,7 @@ def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | 
         return prepared  # the harness wrote nothing yet: relaunch the original command
     prepared.has_state = True
     restore_files(world, session, prepared)
+    restore_session_documents(world, wrapper, session)  # dh_cli/documents/restore.py
     restore_database(world, wrapper, session, prepared, harness)
     mirror.sync()
     repair_dangling(world, wrapper, session, mirror, overrides or {}, outcomes or [], prepared)

@@ -77,14 +77,15 @@ def restore_command(
     Example:
       $ dh workspace restore 1m8k6p --to /tmp/fork --step toolu_01
     """
-    from ..errors import UsageError
+    from ..errors import NativeStateError
     from .restore import pick, restore_into
 
     world = LocalWorld()
     sid = world.find_session(session).id
     snap = pick(world, sid, turn, step)
     if snap is None:
-        raise UsageError(f"session {sid} has no workspace snapshot")
+        raise NativeStateError(f"session {sid} has no workspace snapshot",
+                               hint="snapshots are taken for sessions run under `dh run`")
     done = restore_into(world, snap, to)
     if json_:
         output.print_json(done.to_dict())
@@ -103,14 +104,17 @@ def diff_command(session: SessionArg, turn: TurnOpt = None, json_: JsonOpt = Fal
     Example:
       $ dh workspace diff 1m8k6p --turn 2
     """
-    from ..errors import UsageError
     from .restore import before_turn, diff, flat_tree, pick
 
     world = LocalWorld()
     sid = world.find_session(session).id
     end = pick(world, sid, turn)
     if end is None:
-        raise UsageError(f"session {sid} has no workspace snapshot")
+        if json_:
+            output.print_json({"turn": None, "from": None, "to": None, "changes": []})
+        else:
+            output.note("dh: no workspace snapshots for this session")
+        return
     start = before_turn(world, sid, end.turn or 0)
     changes = diff(flat_tree(world, start.root) if start else {}, flat_tree(world, end.root))
     if json_:

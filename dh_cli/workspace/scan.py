@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # 10 MiB
+DEFAULT_MAX_FILES = 100_000  # a cwd with more (a home folder, not a checkout) is not snapshotted
 DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
                    "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
                    "credentials", "credentials.json", "*.kdbx", ".git-credentials")
@@ -24,6 +25,7 @@ DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12",
 class Rules:
     max_size: int = DEFAULT_MAX_SIZE
     secrets: tuple[str, ...] = DEFAULT_SECRETS
+    max_files: int = DEFAULT_MAX_FILES
 
     def __post_init__(self):
         # one regex for all patterns: matching 18 fnmatch patterns one by one took 40 ms of a

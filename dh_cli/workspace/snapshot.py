@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
+from ..errors import NativeStateError
 from ..util import now_iso
 from .objects import BLOB, DIR, FILE, LINK, TREE, TreeEntry, blob_hash, encode, tree_bytes, tree_hash
 from .scan import (Entry, Rules, entry_of, finish_git_paths, git_dirs, git_head, start_git_paths,
@@ -21,11 +21,8 @@ Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
 RACY_NS = 100_000_000  # 0.1 s: well above the coarsest mtime tick of local filesystems (ext4: 1 jiffy)
 
 
-@dataclass
-class Pending:
-    """What one snapshot adds to the store: new objects and the snapshot row."""
-    objects: dict[str, tuple]
-    snapshot: Snapshot
+class TooManyFiles(NativeStateError):
+    pass
 
 
 class Snapshotter:
@@ -84,6 +81,9 @@ class Snapshotter:
             paths, head, branch = walk_paths(self.cwd), None, None
         else:
             head, branch = git_head(self.git)
+        if len(paths) > self.rules.max_files:
+            raise TooManyFiles(f"{self.cwd} holds {len(paths):,} files, more than the"
+                               f" {self.rules.max_files:,} of [workspace] max_files")
         new = self._flat([p for p in paths if p not in early], objects)
         return {p: early[p] if p in early else new[p] for p in paths
                 if p in early or p in new}, head, branch

@@ -111,4 +111,5 @@ def load_rules() -> Rules:
     from ..config import load
 
     ws = load().settings.workspace
-    return Rules(max_size=ws.max_file_size, secrets=tuple(ws.secret_patterns))
+    return Rules(max_size=ws.max_file_size, secrets=tuple(ws.secret_patterns),
+                 max_files=ws.max_files)

@@ -246,6 +246,11 @@ class Wrapper:
         a call that edits none (see wrappers/documents.py)."""
         return None
 
+    def write_documents(self, home: Path, native_id: str, docs: dict) -> list[str]:
+        """Put documents back where the harness keeps them outside its session files (when
+        missing); the relative paths written. Most harnesses keep them in the session."""
+        return []
+
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,
         in the harness's own format, to append to the session file."""

@@ -146,6 +146,11 @@ class ClaudeWrapper(Wrapper):
 
         return claude_edit(call, result)
 
+    def write_documents(self, home: Path, native_id: str, docs: dict) -> list[str]:
+        from .documents import write_claude_tasks
+
+        return write_claude_tasks(home, native_id, docs.get("tasks"))
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]
         if not turns:

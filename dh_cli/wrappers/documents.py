@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from ..documents.models import Edit, Item
 from ..models import ToolCall, ToolResult
@@ -85,3 +86,28 @@ def opencode_edit(call: ToolCall, result: ToolResult) -> Edit | None:
     items = _items(args.get("todos"), "content", id="id", priority="priority")
     return Edit(kind="todos", op="replace", tool=call.name, call_id=call.id, items=items,
                 accepted=not result.is_error, why=result.text[:200] if result.is_error else None)
+
+
+def write_claude_tasks(home: Path, native_id: str, doc) -> list[str]:
+    """tasks/<session>/<id>.json as Claude Code 2.1.197 writes them (2-space JSON, an empty
+    .lock beside), only when the session's folder is missing: the harness's live files win."""
+    from ..resume.rebuild import safe_target
+
+    if doc is None or not doc.items:
+        return []
+    folder = safe_target(home, f"tasks/{native_id}")
+    if folder.exists():
+        return []
+    folder.mkdir(parents=True)
+    (folder / ".lock").touch()
+    written = []
+    for item in doc.items:
+        if not item.id:
+            continue
+        body = {"id": item.id, "subject": item.content, "description": item.description or "",
+                "activeForm": item.active_form or "", "status": item.status,
+                "blocks": item.blocks, "blockedBy": item.blocked_by}
+        target = safe_target(folder, f"{item.id}.json")
+        target.write_text(json.dumps(body, indent=2, ensure_ascii=False))
+        written.append(f"tasks/{native_id}/{item.id}.json")
+    return written
