@@ -8,7 +8,6 @@ Run: python bench/bench_workspace.py [--files 10000] [--rounds 100]"""
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import subprocess

@@ -15,7 +15,6 @@ from dh_cli.workspace import copy_workspace, restore_workspace
 from dh_cli.workspace.restore import UnsafePath, checked_path, diff, flat_dir, flat_tree, pick, restore_into
 from dh_cli.workspace.scan import Rules
 from dh_cli.workspace.snapshot import Snapshotter
-from dh_cli.workspace.store import store_for
 
 from .pg import pg_url  # noqa: F401  (fixture)
 
