@@ -99,3 +99,25 @@ def test_claude_tasks_folder_is_put_back_by_a_resume(run_dh, tmp_path):
     assert written == [f"tasks/{session.harness_session_id}/1.json"]
     assert original.read_bytes() == own and (original.parent / ".lock").exists()
     assert restore_documents(world, get_wrapper("claude-code"), session) == []  # present: kept
+
+
+def test_opencode_todo_rows_are_put_back_after_an_import(run_dh, tmp_path):
+    """`opencode import` restores a session's messages and parts, not its `todo` rows: the
+    resume's rebuild writes them from the todos document (the real schema and rows)."""
+    from dh_cli.documents.restore import restore_documents
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.wrappers import get as get_wrapper
+
+    docs, db = docs_of(run_dh, "opencode", "todowrite", tmp_path)
+    query = "SELECT session_id, content, status, priority, position FROM todo ORDER BY position"
+    with sqlite3.connect(db) as conn:
+        own = conn.execute(query).fetchall()
+        conn.execute("DELETE FROM todo")  # as after `opencode import` on a new machine
+    world = LocalWorld()
+    session = [s for s in world.sessions() if s.harness == "opencode"][0]
+    session.home = str(db)
+    written = restore_documents(world, get_wrapper("opencode"), session)
+    assert len(written) == 2
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(query).fetchall() == own
+    assert restore_documents(world, get_wrapper("opencode"), session) == []  # present: kept

@@ -17,8 +17,9 @@ def restore_documents(world, wrapper, session) -> list[str]:
 
     if "/" in session.harness_session_id or session.harness_session_id in (".", ".."):
         return []  # not an id that can name a folder (it came from the log)
-    docs = session_documents(world, wrapper, session.id)
-    written = wrapper.write_documents(Path(session.home), session.harness_session_id, docs)
+    # lazily: replaying the documents reads the whole session, wanted only when files are missing
+    written = wrapper.write_documents(Path(session.home), session.harness_session_id,
+                                      lambda kind: session_documents(world, wrapper, session.id).get(kind))
     if written:
         world.add_event(session.id, "documents_restored", {"files": written}, phase="outcome")
     return written

@@ -177,8 +177,9 @@ def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | 
         return prepared  # the harness wrote nothing yet: relaunch the original command
     prepared.has_state = True
     restore_files(world, session, prepared)
-    restore_session_documents(world, wrapper, session)  # dh_cli/documents/restore.py
     restore_database(world, wrapper, session, prepared, harness)
+    if prepared.rebuilt:  # the native state was lost: so may the documents kept beside it be
+        restore_session_documents(world, wrapper, session)  # dh_cli/documents/restore.py
     mirror.sync()
     repair_dangling(world, wrapper, session, mirror, overrides or {}, outcomes or [], prepared)
     return prepared

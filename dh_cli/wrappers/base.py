@@ -246,9 +246,10 @@ class Wrapper:
         a call that edits none (see wrappers/documents.py)."""
         return None
 
-    def write_documents(self, home: Path, native_id: str, docs: dict) -> list[str]:
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
         """Put documents back where the harness keeps them outside its session files (when
-        missing); the relative paths written. Most harnesses keep them in the session."""
+        missing); what was written. `document(kind)` replays one from the log (costly: call
+        it only when something is missing). Most harnesses keep them in the session."""
         return []
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:

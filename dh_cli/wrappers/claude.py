@@ -146,10 +146,10 @@ class ClaudeWrapper(Wrapper):
 
         return claude_edit(call, result)
 
-    def write_documents(self, home: Path, native_id: str, docs: dict) -> list[str]:
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
         from .documents import write_claude_tasks
 
-        return write_claude_tasks(home, native_id, docs.get("tasks"))
+        return write_claude_tasks(home, native_id, lambda: document("tasks"))
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]

@@ -88,15 +88,16 @@ def opencode_edit(call: ToolCall, result: ToolResult) -> Edit | None:
                 accepted=not result.is_error, why=result.text[:200] if result.is_error else None)
 
 
-def write_claude_tasks(home: Path, native_id: str, doc) -> list[str]:
+def write_claude_tasks(home: Path, native_id: str, document) -> list[str]:
     """tasks/<session>/<id>.json as Claude Code 2.1.197 writes them (2-space JSON, an empty
     .lock beside), only when the session's folder is missing: the harness's live files win."""
     from ..resume.rebuild import safe_target
 
-    if doc is None or not doc.items:
-        return []
     folder = safe_target(home, f"tasks/{native_id}")
     if folder.exists():
+        return []
+    doc = document()
+    if doc is None or not doc.items:
         return []
     folder.mkdir(parents=True)
     (folder / ".lock").touch()
@@ -111,3 +112,34 @@ def write_claude_tasks(home: Path, native_id: str, doc) -> list[str]:
         target.write_text(json.dumps(body, indent=2, ensure_ascii=False))
         written.append(f"tasks/{native_id}/{item.id}.json")
     return written
+
+
+def write_opencode_todos(db: Path, native_id: str, document) -> list[str]:
+    """OpenCode's `todo` rows of the session (`opencode import` brings back the session, its
+    messages and parts, not its todos), only when the database holds the session and no todo
+    of it. The list is the document's; the rows' times are now."""
+    import sqlite3
+    import time
+
+    if not db.is_file():
+        return []
+    now = int(time.time() * 1000)
+    conn = sqlite3.connect(db, timeout=5.0)
+    try:
+        with conn:
+            if not conn.execute("SELECT 1 FROM session WHERE id = ?", [native_id]).fetchone() or \
+                    conn.execute("SELECT 1 FROM todo WHERE session_id = ?", [native_id]).fetchone():
+                return []
+            doc = document()
+            if doc is None or not doc.items:
+                return []
+            conn.executemany(
+                "INSERT INTO todo (session_id, content, status, priority, position, time_created,"
+                " time_updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(native_id, i.content, i.status, i.priority or "medium", n, now, now)
+                 for n, i in enumerate(doc.items)])
+    except sqlite3.Error:
+        return []  # an OpenCode whose schema differs: its todos stay in the log only
+    finally:
+        conn.close()
+    return [f"todo/{native_id}/{n}" for n in range(len(doc.items))]

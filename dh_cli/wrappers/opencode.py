@@ -152,6 +152,11 @@ class OpenCodeWrapper(Wrapper):
 
         return opencode_edit(call, result)
 
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
+        from .documents import write_opencode_todos
+
+        return write_opencode_todos(home, native_id, lambda: document("todos"))
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         messages = [p for p in parsed if p.kind in ("user", "assistant")]
         return bool(messages) and messages[-1].kind == "assistant" and \
