@@ -13,6 +13,7 @@ from . import __version__, configcli, democli, doctorcli, helptypes, logcli, out
 from .errors import DhError
 from .mirror.cli import import_command
 from .worlds import cli as worlds_cli
+from .workspace import cli as workspace_cli
 from .runcli import resume_command, run_command
 from .worlds.local import db_error
 from . import paths
@@ -47,6 +48,7 @@ app.add_typer(configcli.app, name="config")
 app.add_typer(worlds_cli.app, name="world")
 app.add_typer(shimcli.app, name="shim")
 app.command("demo")(democli.demo_command)
+app.add_typer(workspace_cli.app, name="workspace")
 
 
 def _version(value: bool) -> None:

@@ -30,6 +30,22 @@ class Restart(BaseModel):
     backoff_cap: float = Field(30.0, gt=0)  # the longest wait between two restarts
 
 
+class Workspace(BaseModel):
+    """Workspace snapshots (dh_cli/workspace/): files listed but never stored."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    max_file_size: int = Field(10 * 1024 * 1024, ge=0)  # bytes; larger files are listed only
+    max_files: int = Field(100_000, ge=1)  # a cwd with more files is not snapshotted
+    secret_patterns: list[str] = Field(default_factory=lambda: list(_default_secrets()))
+
+
+def _default_secrets() -> tuple[str, ...]:
+    from .workspace.scan import DEFAULT_SECRETS
+
+    return DEFAULT_SECRETS
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -40,6 +56,7 @@ class Settings(BaseModel):
     continue_prompt: str = "Continue from where you left off."
     restart: Restart = Field(default_factory=Restart)
     replay: dict[str, Replay] = Field(default_factory=dict)  # tool name (lower case) -> class
+    workspace: Workspace = Field(default_factory=Workspace)
 
 
 # Environment variable -> dotted key. DH_POSTGRES_URL is listed first so it wins over the
@@ -92,7 +109,7 @@ def flatten(data: dict, prefix: str = "") -> dict:
 def unflatten(values: dict) -> dict:
     out: dict = {}
     for dotted, value in values.items():
-        *parents, leaf = dotted.split(".", 1) if dotted.startswith(("restart.", "replay.")) else [dotted]
+        *parents, leaf = dotted.split(".", 1) if dotted.startswith(("restart.", "replay.", "workspace.")) else [dotted]
         node = out
         for part in parents:
             node = node.setdefault(part, {})

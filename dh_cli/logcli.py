@@ -135,13 +135,19 @@ def log_show(
     savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
     items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
     items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
+    from .workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
+
+    snaps = snapshots_of(world, found.id)
     if json_:
-        output.stream_json("items", items,
-                           lambda: {k: v for k, v in view.to_dict().items() if k != "items"})
+        output.stream_json("items", items, lambda: {
+            **{k: v for k, v in view.to_dict().items() if k != "items"},
+            "workspace": clean([s.to_dict() for s in snaps], show_secrets)})
         return
     with output.pager(not no_pager):
         render.session_head(view)
         render.session_items(items)
+        for snap in snaps:
+            render.line(clean(f"  ⧉ workspace {snapshot_line(snap)}", show_secrets, terminal))
         render.session_tail(view)
 
 
@@ -160,6 +166,30 @@ def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> 
             render.follow_update(clean(update, show_secrets, terminal), json_)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+@app.command("docs")
+def log_docs(
+    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    json_: JsonOpt = False,
+) -> None:
+    """Show a session's documents (todo list, plan, tasks) and every edit that made them.
+
+    Example:
+      $ dh log docs 1m8k6p
+      $ dh log docs 1m8k6p --json
+    """
+    from .documents.build import session_documents
+    from .documents.show import print_documents
+    from .wrappers import get as get_wrapper
+
+    world = LocalWorld()
+    found = world.find_session(session)
+    docs = session_documents(world, get_wrapper(found.harness), found.id)
+    if json_:
+        output.print_json({kind: doc.model_dump() for kind, doc in docs.items()})
+    else:
+        print_documents(docs)
 
 
 @app.command("export")

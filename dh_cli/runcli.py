@@ -70,6 +70,7 @@ def resume_command(
     world_name: Annotated[Optional[str], typer.Option("--world", help="Pull the session from this world first (postgres)")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
     cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
+    workspace: Annotated[Optional[str], typer.Option("--workspace", help="keep|restore: when the checkout differs from the session's last workspace snapshot (default: ask on a terminal, keep without one)")] = None,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
@@ -86,22 +87,22 @@ def resume_command(
         session, lease = _pull(world, world_name, session, url)
     try:
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
-                tool_grace, replay, no_supervise)
+                tool_grace, replay, no_supervise, workspace)
     finally:
         if lease is not None:
             lease.release_and_close()
 
 
 def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,
-            replay, no_supervise) -> None:
+            replay, no_supervise, workspace=None) -> None:
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise)
-    if cwd and not os.path.isdir(cwd):
-        raise NativeStateError(f"the checkout {cwd} does not exist or is not a folder")
+    if workspace not in (None, "keep", "restore"):
+        raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
+    from .workspace.resume import prepare_cwd  # restores the files of the last step if needed
+
     here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
-    if not cwd and here and here[1] and not os.path.isdir(here[1]):
-        raise NativeStateError(f"the session's working directory {here[1]} no longer exists",
-                               hint="restore that checkout, or resume with --cwd on another path")
+    prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
     raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome))
 
 

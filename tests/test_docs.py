@@ -14,7 +14,8 @@ from .conftest import fixture_home
 
 DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
-ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh log trace"}  # trace: needs a collector (tests/test_otel.py)
+ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
+           "dh log trace"}  # trace: needs a collector (tests/test_otel.py)
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):
@@ -96,6 +97,9 @@ def _invocations(tmp_path, session_id):
         "dh log search": ["log", "search", "files"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
+        "dh log docs": ["log", "docs", session_id],
+        "dh workspace list": ["workspace", "list", session_id],
+        "dh workspace diff": ["workspace", "diff", session_id],  # no snapshot: no change
         "dh shim install": ["shim", "install", "--dir", str(tmp_path / "shims")],
         "dh shim list": ["shim", "list", "--dir", str(tmp_path / "shims")],
         "dh shim remove": ["shim", "remove", "--dir", str(tmp_path / "shims")],

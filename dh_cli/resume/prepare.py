@@ -16,6 +16,7 @@ from ..models import Session
 from ..util import scrub
 from ..wrappers.base import Wrapper
 from .rebuild import source_bytes, write_file
+from ..documents.restore import restore_documents as restore_session_documents
 from .replay import repair_text, replay_class
 
 
@@ -167,6 +168,8 @@ def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | 
     prepared.has_state = True
     restore_files(world, session, prepared)
     restore_database(world, wrapper, session, prepared, harness)
+    if prepared.rebuilt:  # the native state was lost: so may the documents kept beside it be
+        restore_session_documents(world, wrapper, session)  # dh_cli/documents/restore.py
     mirror.sync()
     repair_dangling(world, wrapper, session, mirror, overrides or {}, outcomes or [], prepared)
     return prepared

@@ -17,6 +17,7 @@ from ..models import Session
 from ..util import scrub
 from ..resume.prepare import current_turn, prepare_resume
 from ..resume.replay import unlogged_text
+from ..workspace import start_watcher
 from ..wrappers.base import Wrapper
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
@@ -165,6 +166,8 @@ class Supervisor:
             child = PipeChild(full, env, self.opts.cwd, self._on_output)
         self.child = child
         self.live.start()
+        self.workspace = start_watcher(self.world.path, self.wrapper, self.session, self.opts.cwd,
+                                       self.opts.replay, self.opts.notice)  # dh_cli/workspace
         return child
 
     def _on_output(self, line: bytes) -> None:
@@ -222,6 +225,7 @@ class Supervisor:
         if self.live.error:
             raise self.live.error
         prepare_sync(self.world, self.wrapper, self.session, self.live.native_id, self.launch)
+        self.workspace.stop()  # its last snapshot sees every record the drain committed
 
     def _stalled(self, child) -> bool:
         timeout = self.opts.stall_timeout

@@ -284,6 +284,24 @@ def m013_places(db: Database) -> None:
                                 not_null={"path"})
 
 
+@migration
+def m025_workspace_objects(db: Database) -> None:
+    # Workspace snapshots (dh_cli/workspace/): content-addressed blobs and per-folder trees,
+    # named by their sha256, so a file shared by a hundred snapshots is stored once.
+    db.execute("CREATE TABLE ws_objects (hash TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+               " size INTEGER NOT NULL, codec INTEGER NOT NULL, data BLOB NOT NULL) WITHOUT ROWID")
+
+
+@migration
+def m026_workspace_snapshots(db: Database) -> None:
+    # One row per snapshot of a session's cwd: after a tool call that may write, at a turn's
+    # end. `root` names the top tree in ws_objects; seq orders a session's snapshots.
+    db.execute("CREATE TABLE ws_snapshots (session_id TEXT NOT NULL REFERENCES sessions (id),"
+               " seq INTEGER NOT NULL, at TEXT NOT NULL, turn INTEGER, step TEXT,"
+               " reason TEXT NOT NULL, root TEXT NOT NULL, head TEXT, branch TEXT,"
+               " files INTEGER, bytes INTEGER, skipped INTEGER, PRIMARY KEY (session_id, seq))")
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

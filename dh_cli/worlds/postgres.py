@@ -96,6 +96,17 @@ MIGRATIONS: list[tuple[str, str]] = [
     # a credential in every record it sends; 'raw' keeps native bytes, for a trusted world.
     ("m011_settings", """
         CREATE TABLE dh.settings (name text PRIMARY KEY, value text NOT NULL)"""),
+    # Workspace snapshots (dh_cli/workspace/), as in the local log's m025/m026: objects are
+    # keyed by their sha256 alone, so every machine and session shares one copy of a blob.
+    ("m019_workspace_objects", """
+        CREATE TABLE dh.ws_objects (hash text PRIMARY KEY, kind text NOT NULL,
+            size bigint NOT NULL, codec smallint NOT NULL, data bytea NOT NULL)"""),
+    ("m020_workspace_snapshots", """
+        CREATE TABLE dh.ws_snapshots (
+            session_id text NOT NULL REFERENCES dh.sessions (id), seq integer NOT NULL,
+            at text NOT NULL, turn integer, step text, reason text NOT NULL, root text NOT NULL,
+            head text, branch text, files integer, bytes bigint, skipped integer,
+            PRIMARY KEY (session_id, seq))"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from ..errors import UsageError
 from ..models import Source
+from ..workspace import copy_workspace
 from .base import Mark, SessionMarks, World
 from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks
@@ -50,6 +51,7 @@ class SessionSync:
     records: int = 0  # records added
     events: int = 0  # events added
     diverged: list = field(default_factory=list)  # {"relpath", "generation"}: both copies kept
+    snapshots: int = 0  # workspace snapshots added (with the objects they reach)
 
 
 @dataclass
@@ -69,7 +71,8 @@ class SyncReport:
 
     @property
     def changed(self) -> int:
-        return sum(1 for s in self.sessions if s.session or s.records or s.events or s.sources)
+        return sum(1 for s in self.sessions
+                   if s.session or s.records or s.events or s.sources or s.snapshots)
 
     def to_dict(self) -> dict:
         return {"direction": self.direction, "world": self.world, "records": self.records,
@@ -161,6 +164,7 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
                                       src_marks.sources.get(source.relpath, Mark()), counter,
                                       result.diverged)
     result.events = dst.append_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0))
+    result.snapshots = copy_workspace(src, dst, session.id)  # dh_cli/workspace/sync.py
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
 

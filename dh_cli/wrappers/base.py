@@ -344,6 +344,17 @@ class Wrapper:
         the tool commands it runs had their grace. None by default."""
         return False
 
+    def document_edit(self, call: ToolCall, result):
+        """The document edit (dh_cli/documents) a tool call made, given its result; None for
+        a call that edits none (see wrappers/documents.py)."""
+        return None
+
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
+        """Put documents back where the harness keeps them outside its session files (when
+        missing); what was written. `document(kind)` replays one from the log (costly: call
+        it only when something is missing). Most harnesses keep them in the session."""
+        return []
+
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,
         in the harness's own format, to append to the session file."""

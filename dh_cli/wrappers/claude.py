@@ -190,6 +190,16 @@ class ClaudeWrapper(Wrapper):
                     out[relpath[: -len(".meta.json")] + ".jsonl"] = meta["toolUseId"]
         return out
 
+    def document_edit(self, call: ToolCall, result: ToolResult):
+        from .documents import claude_edit
+
+        return claude_edit(call, result)
+
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
+        from .documents import write_claude_tasks
+
+        return write_claude_tasks(home, native_id, lambda: document("tasks"))
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]
         if not turns:

@@ -160,6 +160,11 @@ class CodexWrapper(Wrapper):
         elif item == "reasoning":
             parsed.kind = "other"
 
+    def document_edit(self, call: ToolCall, result: ToolResult):
+        from .documents import codex_edit
+
+        return codex_edit(call, result)
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         """The turn ended: task_complete, or — if Codex died before writing that — its last
         model response finished (its token usage was recorded) with an answer and no tool call."""

@@ -218,6 +218,16 @@ class OpenCodeWrapper(Wrapper):
         started = any(p.kind == "user" for p in parsed)
         return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
 
+    def document_edit(self, call: ToolCall, result: ToolResult):
+        from .documents import opencode_edit
+
+        return opencode_edit(call, result)
+
+    def write_documents(self, home: Path, native_id: str, document) -> list[str]:
+        from .documents import write_opencode_todos
+
+        return write_opencode_todos(home, native_id, lambda: document("todos"))
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         messages = [p for p in parsed if p.kind in ("user", "assistant")]
         return bool(messages) and messages[-1].kind == "assistant" and \

@@ -1,0 +1,193 @@
+"""Listing a working directory for a snapshot: which files, their stat facts, and which are
+kept out of the log (secret-looking names, files over the size limit).
+
+In a git work tree git itself says which files count (`git ls-files -co --exclude-standard`:
+tracked plus untracked, minus .gitignore, .git/info/exclude and the user's global excludes);
+elsewhere a plain walk (skipping `.git`) with the same secret and size rules."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass, field
+
+DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # 10 MiB
+DEFAULT_MAX_FILES = 100_000  # a cwd with more (a home folder, not a checkout) is not snapshotted
+DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
+                   "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
+                   "credentials", "credentials.json", "*.kdbx", ".git-credentials")
+
+
+@dataclass(frozen=True)
+class Rules:
+    max_size: int = DEFAULT_MAX_SIZE
+    secrets: tuple[str, ...] = DEFAULT_SECRETS
+    max_files: int = DEFAULT_MAX_FILES
+
+    def __post_init__(self):
+        # one regex for all patterns: matching 18 fnmatch patterns one by one took 40 ms of a
+        # 10,000-file snapshot, the one regex takes 3 ms
+        joined = "|".join(fnmatch.translate(p) for p in self.secrets) or r"(?!)"
+        object.__setattr__(self, "_secret", re.compile(joined).match)
+
+    def secret(self, path: str) -> bool:
+        return self._secret(path.rsplit("/", 1)[-1]) is not None
+
+
+@dataclass(slots=True)
+class Entry:
+    """One file of the listing. `note` says why its content is not stored: secret | large."""
+
+    path: str  # relative, '/'-separated
+    mode: int
+    size: int
+    mtime_ns: int
+    inode: int
+    link: bool = False
+    note: str | None = None
+    hash: str | None = None  # filled by the snapshotter
+
+
+@dataclass
+class Listing:
+    entries: list[Entry] = field(default_factory=list)
+    head: str | None = None
+    branch: str | None = None
+    git: bool = False
+
+
+GIT_LS = ["ls-files", "-co", "--exclude-standard", "-z"]
+
+
+def git_paths(cwd: str) -> list[str] | None:
+    """Paths git counts in cwd (relative to it), or None when cwd is not in a work tree."""
+    return finish_git_paths(start_git_paths(cwd))
+
+
+def start_git_paths(cwd: str) -> subprocess.Popen | None:
+    """`git ls-files` started, so the caller can do other work while git walks the tree."""
+    try:
+        return subprocess.Popen(["git", "-C", cwd, *GIT_LS], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
+    if proc is None:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    if proc.returncode != 0:
+        return None
+    return [p for p in os.fsdecode(out).split("\0") if p]
+
+
+def git_dirs(cwd: str) -> tuple[str, str] | None:
+    """(git dir, common dir) of the work tree holding cwd (they differ in a linked worktree)."""
+    try:
+        out = subprocess.run(["git", "-C", cwd, "rev-parse", "--absolute-git-dir",
+                              "--git-common-dir"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = os.fsdecode(out.stdout).splitlines()
+    if out.returncode != 0 or len(lines) != 2:
+        return None
+    return lines[0], os.path.normpath(os.path.join(cwd, lines[1]))  # relative to cwd
+
+
+def git_head(dirs: tuple[str, str]) -> tuple[str | None, str | None]:
+    """(HEAD commit, branch), read from the git dir's files: a `git rev-parse` per snapshot
+    cost 5-10 ms of process start, reading HEAD and its ref costs microseconds."""
+    gitdir, common = dirs
+    head = _read_text(os.path.join(gitdir, "HEAD"))
+    if not head.startswith("ref: "):
+        return (head or None), None
+    ref = head[5:]
+    branch = ref[11:] if ref.startswith("refs/heads/") else ref
+    commit = _read_text(os.path.join(common, ref)) or _packed_ref(common, ref)
+    return commit, branch
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _packed_ref(common: str, ref: str) -> str | None:
+    for line in _read_text(os.path.join(common, "packed-refs")).splitlines():
+        commit, _, name = line.partition(" ")
+        if name == ref:
+            return commit
+    return None  # a branch with no commit yet
+
+
+def walk_paths(cwd: str) -> list[str]:
+    out: list[str] = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            items = list(os.scandir(os.path.join(cwd, rel) if rel else cwd))
+        except OSError:
+            continue
+        for item in items:
+            path = f"{rel}/{item.name}" if rel else item.name
+            if item.is_dir(follow_symlinks=False):
+                if item.name != ".git":
+                    stack.append(path)
+            else:
+                out.append(path)
+    return out
+
+
+def list_paths(cwd: str, dirs: tuple[str, str] | None) -> tuple[list[str], str | None, str | None]:
+    """(paths, HEAD, branch); `dirs`: the git dirs (see git_dirs) when cwd is in a work tree."""
+    paths = git_paths(cwd) if dirs else None
+    if paths is None:
+        return walk_paths(cwd), None, None
+    return paths, *git_head(dirs)
+
+
+def list_cwd(cwd: str, rules: Rules, dirs: tuple[str, str] | None = None) -> Listing:
+    paths, head, branch = list_paths(cwd, dirs)
+    listing = Listing(git=head is not None or dirs is not None, head=head, branch=branch)
+    for path in paths:
+        entry = _entry(cwd, path, rules)
+        if entry is not None:
+            listing.entries.append(entry)
+    listing.entries.sort(key=lambda e: e.path)
+    return listing
+
+
+def _entry(cwd: str, path: str, rules: Rules) -> Entry | None:
+    try:
+        st = os.lstat(os.path.join(cwd, path))
+    except OSError:  # listed by git but deleted from the work tree
+        return None
+    link = stat.S_ISLNK(st.st_mode)
+    if not link and not stat.S_ISREG(st.st_mode):
+        return None  # a submodule, a socket, a fifo: nothing to store
+    return entry_of(path, st, rules)
+
+
+def entry_of(path: str, st: os.stat_result, rules: Rules) -> Entry | None:
+    link = stat.S_ISLNK(st.st_mode)
+    if not link and not stat.S_ISREG(st.st_mode):
+        return None  # a submodule, a socket, a fifo: nothing to store
+    entry = Entry(path, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, link)
+    if rules.secret(path):
+        entry.note = "secret"
+    elif st.st_size > rules.max_size:
+        entry.note = "large"
+    return entry

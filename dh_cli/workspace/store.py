@@ -1,0 +1,143 @@
+"""Where snapshots live: the `ws_objects` and `ws_snapshots` tables of a world (the local log,
+migrations m025/m026; PostgreSQL, m019/m020). One small class per kind of world, with the
+same methods, so the snapshotter, restore and sync never care which one they hold."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from ..errors import NativeStateError
+from .objects import decode
+
+SNAPSHOT_COLUMNS = ["session_id", "seq", "at", "turn", "step", "reason", "root", "head",
+                    "branch", "files", "bytes", "skipped"]
+
+
+@dataclass
+class Snapshot:
+    session_id: str
+    seq: int
+    at: str
+    turn: int | None  # the turn (1-based prompt count) the step belongs to
+    step: str | None  # the tool call id whose result ended the step; None at a turn end
+    reason: str  # tool | turn_end | attempt_end
+    root: str  # hash of the top tree
+    head: str | None = None  # git HEAD commit, when the cwd is a git work tree
+    branch: str | None = None
+    files: int = 0
+    bytes: int = 0  # total size of the files listed
+    skipped: int = 0  # files listed whose content is not stored (secret or large)
+
+    def row(self) -> tuple:
+        return tuple(getattr(self, c) for c in SNAPSHOT_COLUMNS)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class MissingObject(NativeStateError):
+    pass
+
+
+def store_for(world):
+    """The workspace store of `world` (a LocalWorld or a PostgresWorld)."""
+    if getattr(world, "name", None) == "postgres":
+        return PgStore(world)
+    return SqliteStore(world)
+
+
+class SqliteStore:
+    def __init__(self, world):
+        self.world = world
+
+    def known(self, hashes: list[str]) -> set[str]:
+        out: set[str] = set()
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            out.update(r[0] for r in self.world.conn.execute(
+                f"SELECT hash FROM ws_objects WHERE hash IN ({','.join('?' * len(part))})", part))
+        return out
+
+    def put(self, objects: list[tuple], snapshots: list[Snapshot]) -> int:
+        """Objects (hash, kind, size, codec, data) and snapshot rows, in one transaction."""
+        with self.world._write() as conn:
+            added = conn.executemany("INSERT OR IGNORE INTO ws_objects (hash, kind, size, codec,"
+                                     " data) VALUES (?, ?, ?, ?, ?)", objects).rowcount
+            conn.executemany(f"INSERT OR IGNORE INTO ws_snapshots ({', '.join(SNAPSHOT_COLUMNS)})"
+                             f" VALUES ({', '.join('?' * len(SNAPSHOT_COLUMNS))})",
+                             [s.row() for s in snapshots])
+        return max(added, 0)
+
+    def next_seq(self, session_id: str) -> int:
+        row = self.world.conn.execute("SELECT max(seq) FROM ws_snapshots WHERE session_id = ?",
+                                      [session_id]).fetchone()
+        return (row[0] or 0) + 1
+
+    def last(self, session_id: str) -> tuple | None:
+        row = self.world.conn.execute("SELECT root, head FROM ws_snapshots WHERE session_id = ?"
+                                      " ORDER BY seq DESC LIMIT 1", [session_id]).fetchone()
+        return tuple(row) if row else None
+
+    def snapshots(self, session_id: str, after_seq: int = 0) -> list[Snapshot]:
+        rows = self.world.conn.execute(
+            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM ws_snapshots WHERE session_id = ?"
+            " AND seq > ? ORDER BY seq", [session_id, after_seq]).fetchall()
+        return [Snapshot(*r) for r in rows]
+
+    def rows(self, hashes: list[str]) -> list[tuple]:
+        out = []
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            out += self.world.conn.execute(
+                "SELECT hash, kind, size, codec, data FROM ws_objects WHERE hash IN"
+                f" ({','.join('?' * len(part))})", part).fetchall()
+        return out
+
+    def get(self, digest: str) -> bytes:
+        row = self.world.conn.execute("SELECT codec, data FROM ws_objects WHERE hash = ?",
+                                      [digest]).fetchone()
+        if row is None:
+            raise MissingObject(f"the workspace object {digest[:12]} is not in the log",
+                                hint="pull the session again: dh world pull postgres SESSION")
+        return decode(row[1], row[0])
+
+
+class PgStore:
+    def __init__(self, world):
+        self.world = world
+
+    def known(self, hashes: list[str]) -> set[str]:
+        rows = self.world._rows("SELECT hash FROM dh.ws_objects WHERE hash = ANY(%s)", [hashes])
+        return {r[0] for r in rows}
+
+    def put(self, objects: list[tuple], snapshots: list[Snapshot]) -> int:
+        world = self.world
+        with world._errors(), world.conn.transaction(), world.conn.cursor() as cur:
+            before = cur.execute("SELECT count(*) FROM dh.ws_objects WHERE hash = ANY(%s)",
+                                 [[o[0] for o in objects]]).fetchone()[0] if objects else 0
+            cur.executemany("INSERT INTO dh.ws_objects (hash, kind, size, codec, data) VALUES"
+                            " (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", objects)
+            cur.executemany(f"INSERT INTO dh.ws_snapshots ({', '.join(SNAPSHOT_COLUMNS)}) VALUES"
+                            f" ({', '.join(['%s'] * len(SNAPSHOT_COLUMNS))}) ON CONFLICT DO NOTHING",
+                            [s.row() for s in snapshots])
+        return len(objects) - before
+
+    def snapshots(self, session_id: str, after_seq: int = 0) -> list[Snapshot]:
+        rows = self.world._rows(
+            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM dh.ws_snapshots WHERE session_id = %s"
+            " AND seq > %s ORDER BY seq", [session_id, after_seq])
+        return [Snapshot(*r) for r in rows]
+
+    def rows(self, hashes: list[str]) -> list[tuple]:
+        return [(h, k, s, c, bytes(d)) for h, k, s, c, d in self.world._rows(
+            "SELECT hash, kind, size, codec, data FROM dh.ws_objects WHERE hash = ANY(%s)",
+            [hashes])]
+
+    def get(self, digest: str) -> bytes:
+        rows = self.rows([digest])
+        if not rows:
+            raise MissingObject(f"the workspace object {digest[:12]} is not in the world")
+        return decode(rows[0][4], rows[0][3])
+
+
+assert [f.name for f in fields(Snapshot)] == SNAPSHOT_COLUMNS

@@ -1,0 +1,115 @@
+"""The supervisor-side snapshot thread: it follows the records the live mirror commits and
+takes a workspace snapshot after each completed tool call that may write (the replay class
+says which tools only read: resume/replay.py) and at each turn's end. It has its own
+connection and never touches the harness: a slow snapshot only delays the next one."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+
+from ..errors import DhError
+from ..resume.replay import replay_class
+from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
+from .scan import Rules
+from .snapshot import Snapshotter
+
+POLL = 0.5  # seconds between looks at the log for newly committed records
+STOP_WAIT = 120.0  # how long the final snapshot may take when the attempt ends
+
+
+class RecordFollower:
+    """New records of a session, parsed by its wrapper, and what they mean for snapshots."""
+
+    def __init__(self, world, wrapper, session_id: str, replay: dict):
+        self.world, self.wrapper, self.session_id, self.replay = world, wrapper, session_id, replay
+        self.last_id, self.turn, self.names = 0, 0, {}
+
+    def new(self) -> list:
+        rows = self.world.conn.execute(  # raw as stored, whichever column holds it (local.py)
+            f"SELECT r.id, {STORED_RAW}, r.codec FROM records r JOIN sources o ON o.id = r.source_id"
+            " WHERE o.session_id = ? AND r.id > ? AND r.generation = o.generation"
+            " AND o.rowid = (SELECT min(rowid) FROM sources WHERE session_id = ?) ORDER BY r.id",
+            [self.session_id, self.last_id, self.session_id]).fetchall()
+        if rows:
+            self.last_id = rows[-1][0]
+        return [self.wrapper.parse(decode_raw(raw, codec)) for _, raw, codec in rows]
+
+    def steps(self) -> list[tuple[str, str | None]]:
+        """(reason, call id) of each snapshot the new records call for, in order."""
+        out: list[tuple[str, str | None]] = []
+        for parsed in self.new():
+            self.turn += bool(parsed.turn_start)
+            for call in parsed.tool_calls:
+                self.names[call.id] = call.name
+            for result in parsed.tool_results:
+                name = self.names.get(result.call_id, "")
+                if replay_class(name, self.replay) != "safe":  # unknown tools may write too
+                    out.append(("tool", result.call_id))
+            if parsed.turn_end or parsed.kind == "assistant" and self.wrapper.is_complete([parsed]):
+                out.append(("turn_end", None))
+        return out
+
+
+class WorkspaceWatcher:
+    def __init__(self, world_path, wrapper, session_id: str, cwd: str, replay: dict | None = None,
+                 rules: Rules | None = None, notice=None):
+        self.world_path, self.wrapper, self.session_id, self.cwd = world_path, wrapper, session_id, cwd
+        self.replay, self.rules = replay or {}, rules or load_rules()
+        self.notice = notice or (lambda text: print(text, file=sys.stderr))
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="dh-workspace", daemon=True)
+        self.taken = 0
+        self.error: BaseException | None = None
+
+    def start(self) -> "WorkspaceWatcher":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """After the attempt: one last look at the records, a snapshot if they call for one."""
+        self.stop_event.set()
+        self.thread.join(timeout=STOP_WAIT)
+
+    def _run(self) -> None:
+        world = None
+        try:
+            world = LocalWorld(self.world_path)
+            world.be_patient(600.0)
+            follower = RecordFollower(world, self.wrapper, self.session_id, self.replay)
+            follower.steps()  # records from before this attempt were snapshotted then
+            snapper = Snapshotter(world, self.session_id, self.cwd, self.rules)
+            while not self.stop_event.wait(POLL):
+                self._take(snapper, follower)
+            self._take(snapper, follower, last=True)
+        except (sqlite3.Error, DhError, OSError) as exc:
+            # The snapshot is a convenience beside the log: a failure is reported, never fatal
+            self.error = exc
+            self.notice(f"dh: workspace snapshots stopped for session {self.session_id}: {exc}")
+        finally:
+            if world is not None:
+                world.close()
+
+    def _take(self, snapper: Snapshotter, follower: RecordFollower, last: bool = False) -> None:
+        """One snapshot covers every step committed since the last look (the files cannot be
+        had as they were between two of them); at the attempt's end, one more if they moved."""
+        steps = follower.steps()
+        if steps:
+            reason = steps[-1][0]
+            step = next((call for _, call in reversed(steps) if call), None)  # the last tool call
+            # a tool step's row is kept even when its files equal the last snapshot's (it says
+            # which step they are from); a turn's end only when something changed
+            if snapper.take(reason, follower.turn or None, step, always=reason == "tool"):
+                self.taken += 1
+        elif last and snapper.take("attempt_end", follower.turn or None):
+            self.taken += 1
+
+
+def load_rules() -> Rules:
+    """The size limit and secret patterns of config.toml ([workspace])."""
+    from ..config import load
+
+    ws = load().settings.workspace
+    return Rules(max_size=ws.max_file_size, secrets=tuple(ws.secret_patterns),
+                 max_files=ws.max_files)

@@ -1,0 +1,123 @@
+"""Documents from the real fixtures: `dh log docs --json` ends with the lists the harness
+itself holds (Claude Code's own toolUseResult.newTodos and its tasks/<session>/ files,
+OpenCode's `todo` table); Codex 0.171.0 refuses update_plan, so it has no plan and the
+refused edit is in the history."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from .conftest import fixture_home
+
+
+def docs_of(run_dh, harness: str, scenario: str, tmp_path) -> dict:
+    home = fixture_home(harness, scenario, tmp_path)
+    imported = run_dh("import", harness, "--all", "--home", str(home))
+    assert imported.exit_code == 0, imported.output
+    listed = json.loads(run_dh("log", "list", "--json").output)
+    main = [s for s in listed if s["harness"] == harness]
+    shown = run_dh("log", "docs", main[0]["id"], "--json")
+    assert shown.exit_code == 0, shown.output
+    return json.loads(shown.output), home
+
+
+def native_lines(home, pattern: str) -> list[dict]:
+    (path,) = [p for p in home.glob(pattern) if "subagents" not in p.parts]
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_claude_todowrite_ends_with_the_harness_own_todos(run_dh, tmp_path):
+    docs, home = docs_of(run_dh, "claude-code", "todowrite", tmp_path)
+    lines = native_lines(home, "projects/*/*.jsonl")
+    own = [l["toolUseResult"]["newTodos"] for l in lines
+           if isinstance(l.get("toolUseResult"), dict) and "newTodos" in l["toolUseResult"]][-1]
+    mine = [{"content": i["content"], "status": i["status"], "activeForm": i["active_form"]}
+            for i in docs["todos"]["items"]]
+    assert mine == own and len(own) == 2
+    history = docs["todos"]["history"]
+    assert [h["edit"]["call_id"] for h in history] == ["toolu_rig_000", "toolu_rig_002"]
+    offsets = {h["record"]["offset"] for h in history}
+    for h in history:  # each edit points at the record holding the harness's answer to it
+        raw = (home / h["record"]["source"]).read_bytes()[h["record"]["offset"]:].split(b"\n")[0]
+        assert h["edit"]["call_id"].encode() in raw and b"tool_result" in raw
+    assert len(offsets) == 2
+
+
+def test_claude_tasks_end_as_the_harness_tasks_folder(run_dh, tmp_path):
+    docs, home = docs_of(run_dh, "claude-code", "subagent-tasks", tmp_path)
+    files = sorted((home / "tasks").glob("*/*.json"))
+    own = [json.loads(p.read_text()) for p in files]
+    mine = [{"id": i["id"], "subject": i["content"], "description": i["description"],
+             "activeForm": i["active_form"], "status": i["status"]} for i in docs["tasks"]["items"]]
+    assert mine == [{k: t[k] for k in ("id", "subject", "description", "activeForm", "status")}
+                    for t in own]
+    assert [h["edit"]["op"] for h in docs["tasks"]["history"]] == ["create", "update"]
+
+
+def test_opencode_todos_end_as_its_todo_rows(run_dh, tmp_path):
+    docs, db = docs_of(run_dh, "opencode", "todowrite", tmp_path)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT content, status, priority FROM todo ORDER BY position").fetchall()
+    mine = [(i["content"], i["status"], i["priority"]) for i in docs["todos"]["items"]]
+    assert mine == rows and len(rows) == 2
+
+
+def test_codex_refused_update_plan_leaves_no_plan(run_dh, tmp_path):
+    docs, _ = docs_of(run_dh, "codex", "update-plan-unsupported", tmp_path)
+    plan = docs["plan"]
+    assert plan["items"] == []  # Codex itself has no plan: it refused the call
+    (entry,) = plan["history"]
+    assert entry["edit"]["accepted"] is False and "unsupported call" in entry["edit"]["why"]
+    assert [i["content"] for i in entry["edit"]["items"]] == ["Write a.txt", "Report"]
+
+
+def test_text_output_marks_current_items_and_history(run_dh, tmp_path):
+    home = fixture_home("claude-code", "todowrite", tmp_path)
+    run_dh("import", "claude-code", "--all", "--home", str(home))
+    sid = json.loads(run_dh("log", "list", "--json").output)[0]["id"]
+    text = run_dh("log", "docs", sid).output
+    assert "[x] Write a.txt" in text and "[~] Report back" in text and "toolu_rig_002" in text
+
+
+def test_claude_tasks_folder_is_put_back_by_a_resume(run_dh, tmp_path):
+    """The machine lost its tasks folder: the resume's rebuild writes it back, byte-shaped as
+    Claude Code wrote it."""
+    from dh_cli.documents.restore import restore_documents
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.wrappers import get as get_wrapper
+
+    docs, home = docs_of(run_dh, "claude-code", "subagent-tasks", tmp_path)
+    (original,) = sorted((home / "tasks").glob("*/1.json"))
+    own = original.read_bytes()
+    import shutil
+
+    shutil.rmtree(home / "tasks")
+    world = LocalWorld()
+    session = [s for s in world.sessions() if s.harness == "claude-code"][0]
+    written = restore_documents(world, get_wrapper("claude-code"), session)
+    assert written == [f"tasks/{session.harness_session_id}/1.json"]
+    assert original.read_bytes() == own and (original.parent / ".lock").exists()
+    assert restore_documents(world, get_wrapper("claude-code"), session) == []  # present: kept
+
+
+def test_opencode_todo_rows_are_put_back_after_an_import(run_dh, tmp_path):
+    """`opencode import` restores a session's messages and parts, not its `todo` rows: the
+    resume's rebuild writes them from the todos document (the real schema and rows)."""
+    from dh_cli.documents.restore import restore_documents
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.wrappers import get as get_wrapper
+
+    docs, db = docs_of(run_dh, "opencode", "todowrite", tmp_path)
+    query = "SELECT session_id, content, status, priority, position FROM todo ORDER BY position"
+    with sqlite3.connect(db) as conn:
+        own = conn.execute(query).fetchall()
+        conn.execute("DELETE FROM todo")  # as after `opencode import` on a new machine
+    world = LocalWorld()
+    session = [s for s in world.sessions() if s.harness == "opencode"][0]
+    session.home = str(db)
+    written = restore_documents(world, get_wrapper("opencode"), session)
+    assert len(written) == 2
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(query).fetchall() == own
+    assert restore_documents(world, get_wrapper("opencode"), session) == []  # present: kept

@@ -1,0 +1,226 @@
+"""Workspace snapshots: content addressing, git rules, secrets and large files, restore,
+diff, and push/pull through a real PostgreSQL world."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.workspace import copy_workspace, restore_workspace
+from dh_cli.workspace.restore import UnsafePath, checked_path, diff, flat_dir, flat_tree, pick, restore_into
+from dh_cli.workspace.scan import Rules
+from dh_cli.workspace.snapshot import Snapshotter
+
+from .pg import pg_url  # noqa: F401  (fixture)
+
+SECRET = b"AKIA-very-secret-value-4242"
+BIG = b"L" * 3000 + b"large-file-marker-9191"
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    cwd = tmp_path / "repo"
+    (cwd / "src").mkdir(parents=True)
+    (cwd / "src" / "app.py").write_text("print('hi')\n")
+    (cwd / "README").write_text("readme\n")
+    (cwd / ".gitignore").write_text("build/\n*.log\n")
+    (cwd / "build").mkdir()
+    (cwd / "build" / "out.bin").write_bytes(b"ignored")
+    (cwd / "debug.log").write_text("ignored too")
+    (cwd / ".env").write_bytes(SECRET)
+    (cwd / "id_rsa").write_bytes(SECRET)
+    (cwd / "big.dat").write_bytes(BIG)
+    os.symlink("README", cwd / "link")
+    git(cwd, "init", "-q", "-b", "main")
+    git(cwd, "add", "src", "README", ".gitignore")
+    git(cwd, "commit", "-qm", "one")
+    return cwd
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    w = LocalWorld(tmp_path / "dh.db")
+    yield w
+    w.close()
+
+
+def snapper(world, cwd: Path) -> tuple[Snapshotter, str]:
+    session = world.create_session("claude-code", cwd=str(cwd), state="running")
+    return Snapshotter(world, session.id, str(cwd), Rules(max_size=2048)), session.id
+
+
+def test_snapshot_lists_git_files_and_keeps_secrets_and_large_files_out(world, repo):
+    snap, sid = snapper(world, repo)
+    taken = snap.take("tool", 1, "call-1")
+    files = flat_tree(world, taken.root)
+    assert sorted(files) == [".env", ".gitignore", "README", "big.dat", "id_rsa", "link", "src/app.py"]
+    assert files[".env"].note == files["id_rsa"].note == "secret" and files[".env"].hash is None
+    assert files["big.dat"].note == "large" and files["big.dat"].size == len(BIG)
+    assert files["link"].kind == "l"
+    assert taken.branch == "main" and len(taken.head) == 40 and taken.skipped == 3
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert taken.head == head.stdout.strip()
+    blobs = [bytes(r[0]) for r in world.conn.execute("SELECT data FROM ws_objects")]
+    assert b"readme\n" in blobs and b"print('hi')\n" in blobs  # small files stay uncompressed
+    assert not any(SECRET in b or b"large-file-marker" in b or b"ignored" in b for b in blobs)
+    log = b"".join(p.read_bytes() for p in world.path.parent.glob("dh.db*"))
+    assert SECRET not in log and b"large-file-marker" not in log
+
+
+def age(cwd: Path, seconds: float = 10) -> None:
+    """Files written this instant are read again by the next snapshot (their mtime tick may
+    not be over yet): make them older, as a checkout's files are."""
+    then = time.time() - seconds
+    for path in cwd.rglob("*"):
+        if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+            os.utime(path, (then, then))
+
+
+def test_unchanged_files_are_not_read_and_blobs_are_stored_once(world, repo, monkeypatch):
+    age(repo)
+    snap, sid = snapper(world, repo)
+    first = snap.take("tool", 1, "a")
+    assert snap.take("tool", 1, "b") is None  # nothing changed: no new snapshot
+    read = []
+    import dh_cli.workspace.snapshot as module
+
+    real = module._read_file
+    monkeypatch.setattr(module, "_read_file", lambda p: read.append(p) or real(p))
+    (repo / "src" / "app.py").write_text("print('changed')\n")
+    (repo / "src" / "copy.py").write_text("readme\n")  # same content as README
+    second = snap.take("tool", 1, "c")
+    assert sorted(Path(p).name for p in read) == ["app.py", "copy.py"]
+    read.clear()
+    time.sleep(module.RACY_NS / 1e9 + 0.05)
+    assert snap.take("tool", 1, "d", always=True).root == second.root
+    assert sorted(Path(p).name for p in read) == ["app.py", "copy.py"]  # racy last time: read again
+    read.clear()
+    snap.take("tool", 1, "e", always=True)
+    assert read == []  # now settled: nothing is read
+    assert second.seq == first.seq + 1 and second.root != first.root
+    count = world.conn.execute("SELECT count(*) FROM ws_objects WHERE kind = 'blob'").fetchone()[0]
+    assert count == 5  # .gitignore, README(=copy.py), link target, app.py twice
+    assert flat_tree(world, first.root)["src/app.py"].hash != flat_tree(world, second.root)["src/app.py"].hash
+
+
+def test_plain_folder_is_walked_without_git(world, tmp_path):
+    cwd = tmp_path / "plain"
+    (cwd / "a" / ".git").mkdir(parents=True)
+    (cwd / "a" / ".git" / "config").write_text("x")
+    (cwd / "a" / "f.txt").write_text("f")
+    (cwd / "server.pem").write_bytes(SECRET)
+    snap, _ = snapper(world, cwd)
+    taken = snap.take("turn_end", 1)
+    files = flat_tree(world, taken.root)
+    assert sorted(files) == ["a/f.txt", "server.pem"] and files["server.pem"].note == "secret"
+    assert taken.head is None
+
+
+def test_restore_writes_byte_for_byte_and_only_under_the_target(world, repo, tmp_path):
+    snap, sid = snapper(world, repo)
+    (repo / "src" / "bin.dat").write_bytes(bytes(range(256)) * 4)
+    os.chmod(repo / "src" / "app.py", 0o755)
+    snap.take("tool", 1, "call-x")
+    target = tmp_path / "elsewhere" / "new"
+    outcome = restore_workspace(world, sid, str(target))
+    assert outcome.action == "restored"
+    assert (target / "src" / "bin.dat").read_bytes() == bytes(range(256)) * 4
+    assert os.stat(target / "src" / "app.py").st_mode & 0o777 == 0o755
+    assert os.readlink(target / "link") == "README"
+    assert not (target / ".env").exists() and not (target / "big.dat").exists()
+    assert {p for p, _ in outcome.restored.not_stored} == {".env", "id_rsa", "big.dat"}
+
+
+def test_restore_into_a_differing_folder_keeps_or_restores(world, repo, tmp_path):
+    snap, sid = snapper(world, repo)
+    snap.take("tool", 1, "s1")
+    (repo / "README").write_text("edited by hand\n")
+    told = []
+    kept = restore_workspace(world, sid, str(repo), mode="ask", confirm=None, notice=told.append)
+    assert kept.action == "kept" and [c.path for c in kept.changes] == ["README"]
+    assert "no terminal" in told[-1] and (repo / "README").read_text() == "edited by hand\n"
+    done = restore_workspace(world, sid, str(repo), mode="restore")
+    assert done.action == "restored" and (repo / "README").read_text() == "readme\n"
+    assert restore_workspace(world, sid, str(repo), mode="restore").action == "none"
+
+
+def test_unsafe_paths_from_the_log_are_refused(world, tmp_path):
+    for bad in ("/etc/passwd", "../x", "a/../../x", "a//b", ""):
+        with pytest.raises(UnsafePath):
+            checked_path(bad)
+    cwd = tmp_path / "w"
+    (cwd / "d").mkdir(parents=True)
+    (cwd / "d" / "f").write_text("f")
+    snap, sid = snapper(world, cwd)
+    taken = snap.take("tool", 1, "x")
+    target = tmp_path / "t"
+    target.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, target / "d")  # a symlinked parent in the target
+    with pytest.raises(UnsafePath):
+        restore_into(world, taken, str(target))
+    assert list(outside.iterdir()) == []
+
+
+def test_pick_by_turn_and_step_and_diff(world, repo):
+    snap, sid = snapper(world, repo)
+    snap.take("tool", 1, "call-a")
+    (repo / "new.txt").write_text("n")
+    snap.take("turn_end", 1)
+    (repo / "README").write_text("two\n")
+    snap.take("tool", 2, "call-b")
+    assert pick(world, sid, step="call-a").seq == 1 and pick(world, sid, turn=1).seq == 2
+    changes = diff(flat_tree(world, pick(world, sid, turn=1).root), flat_tree(world, pick(world, sid).root))
+    assert [(c.status, c.path) for c in changes] == [("modified", "README")]
+    assert diff(flat_dir(str(repo), Rules(max_size=2048)), flat_tree(world, pick(world, sid).root)) == []
+
+
+def test_push_and_pull_through_postgres_dedupes_objects(world, repo, tmp_path, pg_url):
+    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.sync import pull, push
+
+    snap, sid = snapper(world, repo)
+    snap.take("tool", 1, "a")
+    (repo / "README").write_text("second\n")
+    snap.take("tool", 1, "b")
+    remote = PostgresWorld(pg_url)
+    report = push(world, remote, [sid])
+    assert report.sessions[0].snapshots == 2
+    rows = remote._rows("SELECT hash, data FROM dh.ws_objects")
+    local = world.conn.execute("SELECT count(*) FROM ws_objects").fetchone()[0]
+    assert len(rows) == local
+    assert not any(SECRET in bytes(d) or b"large-file-marker" in bytes(d) for _, d in rows)
+    assert copy_workspace(world, remote, sid) == 0  # pushing again sends nothing
+    other = LocalWorld(tmp_path / "other.db")
+    pull(remote, other, [sid])
+    target = tmp_path / "machine-b"
+    restore_workspace(other, sid, str(target))
+    assert (target / "README").read_text() == "second\n"
+    assert (target / "src" / "app.py").read_text() == "print('hi')\n"
+    other.close()
+    remote.close()
+
+
+def test_a_folder_with_too_many_files_is_not_snapshotted(world, tmp_path):
+    from dh_cli.workspace.snapshot import TooManyFiles
+
+    cwd = tmp_path / "many"
+    cwd.mkdir()
+    for i in range(5):
+        (cwd / f"f{i}").write_text("x")
+    session = world.create_session("claude-code", cwd=str(cwd), state="running")
+    snap = Snapshotter(world, session.id, str(cwd), Rules(max_files=4))
+    with pytest.raises(TooManyFiles):
+        snap.take("tool", 1, "x")
+    assert world.conn.execute("SELECT count(*) FROM ws_objects").fetchone()[0] == 0
