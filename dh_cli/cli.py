@@ -84,12 +84,13 @@ def report_error(exc: BaseException) -> int:
     return 1
 
 
-GROUPS = ("log", "config", "world")
+GROUPS = ("log", "config", "world", "shim", "workspace")
 
 
 def main() -> None:
-    # `dh` (or `dh log`) alone asks what there is: help, and success, not a usage error (2)
-    if sys.argv[1:] in ([], *([g] for g in GROUPS)):
+    # `dh log` (any group) alone asks what there is: help, and success, not a usage error (2);
+    # `dh` alone prints the short status (the root callback)
+    if sys.argv[1:] in ([g] for g in GROUPS):
         sys.argv.append("--help")
     try:
         app(prog_name="dh")

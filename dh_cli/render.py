@@ -74,7 +74,7 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     output.out.print("\n".join(line.rstrip() for line in lines), markup=False, soft_wrap=True)
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
-            output.out.print(f"{s['prefix']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
+            output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
 
 
 def _row(cells: list[str], widths: list[int]) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from dh_cli.errors import ConfigError
 from dh_cli.worlds.checkpoint import SOFT, Checkpointer, wal_limit
-from dh_cli.worlds.local import LocalWorld
+from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 
 def _world_with_source(tmp_path):
@@ -23,7 +23,8 @@ def _commit_lines(world, source, count, start=0):
     for n in range(start, start + count):
         line = b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * 300)
         source.offset += len(line)
-        world.commit(source, [(source.id, 0, source.offset, line, None) + (None,) * 14])
+        row = (source.id, 0, source.offset, line, None)
+        world.commit(source, [row + (None,) * (len(RECORD_COLUMNS) - len(row))])
 
 
 def _wait_idle(checkpointer, before, seconds=30.0):

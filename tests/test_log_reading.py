@@ -202,8 +202,10 @@ def test_log_status_does_not_create_the_log(dh_home, run_dh):
     assert run_dh("log", "status", "--path").stdout.strip() == str(dh_home / "dh.db")
 
 
-def test_dh_alone_prints_help_and_succeeds():
-    for args in ([], ["log"]):
+def test_a_group_alone_prints_help_and_dh_alone_its_status():
+    for args in (["log"], ["world"], ["shim"], ["workspace"]):
         done = subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
                               timeout=60)
-        assert done.returncode == 0 and "Usage: dh" in done.stdout
+        assert done.returncode == 0 and f"Usage: dh {args[0]}" in done.stdout, (args, done.stdout)
+    done = subprocess.run([sys.executable, "-m", "dh_cli"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "no sessions in the log yet" in done.stdout  # status.py
