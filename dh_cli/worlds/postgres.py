@@ -32,6 +32,7 @@ from ..errors import AmbiguousSession, ConfigError, SessionLocked, SessionNotFou
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 from ..models import Event, Record, Session, Source
 from ..util import redact_url
+from .fencing import M016_FENCING
 from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
 from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw
 
@@ -86,6 +87,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             session_id text PRIMARY KEY, holder_host text NOT NULL, holder_boot_id text NOT NULL,
             holder_pid integer NOT NULL, epoch bigint NOT NULL, heartbeat_at timestamptz NOT NULL,
             ttl_s integer NOT NULL)"""),
+    # Live replication and takeover (issue 15): the server refuses writes that do not carry
+    # the session's current lease epoch (fencing: a stale holder cannot write, whatever its
+    # code does), a refusal reason and the previous holder on the lease row, and a NOTIFY on
+    # every lease change so that workers wake without polling. See fencing.py.
+    ("m016_fencing", M016_FENCING),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
