@@ -108,8 +108,12 @@ def resume_command(
     if world_name:  # held in the world for the whole resume: one machine at a time
         from .worlds.takeover import before_resume
 
-        before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
-        session, lease = _pull(world, world_name, session, url, lease_ttl, lease_epoch)
+        claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
+        session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
+        if claimed is not None:
+            from .worlds.takeover import record_takeover
+
+            record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     try:
         live = dict(world=world_name, url=url, ttl=lease_ttl,
                     epoch=lease.epoch if lease else None) if world_name else {}

@@ -90,7 +90,7 @@ def wait_free(world, session_id: str, patience: float) -> bool:
     """Wait (LISTEN, woken by any lease change, else at the lease's end) until nobody else
     holds the session or `patience` seconds passed; whether it is free."""
     deadline = time.monotonic() + patience
-    world._rows(f"LISTEN {LEASE_CHANNEL}")
+    _execute(world, f"LISTEN {LEASE_CHANNEL}")
     try:
         while (left := seconds_left(world, session_id)) is not None:
             budget = deadline - time.monotonic()
@@ -100,14 +100,21 @@ def wait_free(world, session_id: str, patience: float) -> bool:
                 pass
         return True
     finally:
-        world._rows(f"UNLISTEN {LEASE_CHANNEL}")
+        _execute(world, f"UNLISTEN {LEASE_CHANNEL}")
 
 
-def before_resume(world_name: str, ref: str, url, steal_it: bool, wait, adopt_epoch, notice) -> None:
+def _execute(world, statement: str) -> None:
+    with world._errors():
+        world.conn.execute(statement)
+
+
+def before_resume(world_name: str, ref: str, url, steal_it: bool, wait, adopt_epoch,
+                  notice) -> int | None:
     """`dh resume S --world postgres`: with --wait, wait for another holder's lease to end;
-    with --steal, end it (the epoch moves on; the old holder's writes are refused from now)."""
+    with --steal, end it (the epoch moves on; the old holder's writes are refused from now).
+    The epoch this process is to adopt (claimed by a worker, or stolen), else None."""
     if adopt_epoch is not None or not (steal_it or wait):
-        return
+        return adopt_epoch
     from .sync import open_remote
 
     world = open_remote(world_name, url)
@@ -119,6 +126,8 @@ def before_resume(world_name: str, ref: str, url, steal_it: bool, wait, adopt_ep
         if steal_it and seconds_left(world, found.id) is not None:
             epoch = steal(world, found.id, 15)
             notice(f"dh: took the lease of session {found.id} from its holder (now epoch {epoch})")
+            return epoch
+        return None
     finally:
         world.close()
 
@@ -161,3 +170,14 @@ def _holding(row, me: Holder) -> Holding:
     else:
         shown = "running here" if (host, boot) == (me.host, me.boot_id) else f"running on {host}"
     return Holding(sid, holder, age, epoch, shown)
+
+
+def record_takeover(local, session_id: str, lease, by: str) -> None:
+    """The takeover in the session's own timeline (shipped with it): from host A at epoch n
+    to this host at epoch n+1. Nothing when the lease was simply free."""
+    rows = lease.world._rows("SELECT prev_host, prev_epoch, holder_host, epoch FROM dh.leases"
+                             " WHERE session_id = %s", [session_id])
+    if rows and rows[0][1] is not None:
+        prev_host, prev_epoch, host, epoch = rows[0]
+        local.add_event(session_id, "takeover", {"from_host": prev_host, "from_epoch": prev_epoch,
+                                                 "host": host, "epoch": epoch, "by": by})
