@@ -121,6 +121,9 @@ def resume_command(
                 tool_grace, replay, no_supervise, live)
     finally:
         if lease is not None:
+            from .worlds.takeover import ship_now
+
+            ship_now(world, lease, session)
             lease.release_and_close()
 
 

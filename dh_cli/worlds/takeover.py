@@ -181,3 +181,21 @@ def record_takeover(local, session_id: str, lease, by: str) -> None:
         prev_host, prev_epoch, host, epoch = rows[0]
         local.add_event(session_id, "takeover", {"from_host": prev_host, "from_epoch": prev_epoch,
                                                  "host": host, "epoch": epoch, "by": by})
+
+
+def ship_now(local, lease, session_id: str) -> None:
+    """Push the session under the lease before it is released: a resume that found nothing
+    to do (the turn was complete) never started the live shipper, and the world must learn
+    the session's state. Refused by the fence when the epoch moved on meanwhile."""
+    from ..errors import WorldError
+    from .fencing import FENCE_SETTING, fence_value
+    from .sync import push
+
+    if lease.epoch is None:
+        return
+    try:
+        lease.world._rows("SELECT set_config(%s, %s, false)",
+                          [FENCE_SETTING, fence_value(session_id, lease.epoch)])
+        push(local, lease.world, [session_id])
+    except WorldError:
+        pass  # fenced, or the server is gone: the local log keeps it all

@@ -24,6 +24,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
+from ..errors import WorldError
 from ..paths import dh_home
 from .fencing import LEASE_CHANNEL
 from .takeover import Claim, _execute, claim, steal
@@ -48,10 +51,7 @@ class Worker:
         self.stopping = False
 
     def run(self) -> int:
-        from .postgres import PostgresWorld
-
-        world = PostgresWorld(self.opts.url)
-        _execute(world, f"LISTEN {LEASE_CHANNEL}")
+        world = self._connect()  # a first failure is the user's error: one Error: line
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -60,10 +60,7 @@ class Worker:
         chld = signal.signal(signal.SIGCHLD, lambda *_: None)  # its byte on the pipe wakes us
         self.opts.notice(f"dh worker: waiting for orphaned sessions in {world.shown}")
         try:
-            while not self.stopping:
-                self._reap()
-                self._claim_all(world)
-                self._sleep(world, wake_r)
+            world = self._serve(world, wake_r)
             self._hand_back(world)
         finally:
             signal.set_wakeup_fd(old)
@@ -71,8 +68,41 @@ class Worker:
                 signal.signal(sig, handler)
             os.close(wake_r)
             os.close(wake_w)
-            world.close()
+            _close(world)
         return 0
+
+    def _connect(self):
+        from .postgres import PostgresWorld
+
+        world = PostgresWorld(self.opts.url)
+        _execute(world, f"LISTEN {LEASE_CHANNEL}")
+        return world
+
+    def _serve(self, world, wake_r: int):
+        """Claim and sleep until stopped; a lost server is waited for (with backoff), not
+        fatal: the children keep their own connections and the local log."""
+        failures = 0
+        while not self.stopping:
+            try:
+                world = world or self._connect()
+                self._reap()
+                self._claim_all(world)
+                self._sleep(world, wake_r)
+                failures = 0
+            except (WorldError, psycopg.Error) as exc:
+                if not failures:
+                    self.opts.notice(f"dh worker: lost the world ({exc}); trying again")
+                failures += 1
+                world = _close(world)
+                select.select([wake_r], [], [], min(30.0, 0.5 * 2 ** failures))
+                _drain(wake_r)
+        return world or self._connect_quietly()
+
+    def _connect_quietly(self):
+        try:
+            return self._connect()
+        except WorldError:
+            return None
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -127,6 +157,10 @@ class Worker:
     def _hand_back(self, world) -> None:
         """Take each child's lease back, wait for the children to stop, and let the leases
         lapse now: the sessions stay open (not ended by a user) for another worker."""
+        if world is None:  # no server: the children stop when their leases cannot be renewed
+            for child, _ in self.children.values():
+                os.killpg(child.pid, signal.SIGTERM)
+            return
         taken = {sid: steal(world, sid, self.opts.ttl_s) for sid in self.children}
         for sid, (child, _) in self.children.items():
             try:
@@ -147,6 +181,15 @@ def _next_lapse(world) -> float:
                        " AND heartbeat_at + make_interval(secs => ttl_s) > now()")
     left = rows[0][0]
     return IDLE_WAIT if left is None else min(IDLE_WAIT, max(0.05, float(left) + 0.05))
+
+
+def _close(world) -> None:
+    if world is not None:
+        try:
+            world.close()
+        except Exception:  # noqa: BLE001 - a broken connection closes as well as it can
+            pass
+    return None
 
 
 def _drain(fd: int) -> None:
