@@ -36,15 +36,24 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 def log_list(
     harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
     json_: JsonOpt = False,
+    world: Annotated[Optional[str], typer.Option("--world", help="List the sessions of this world instead, with who holds each (postgres)")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
 ) -> None:
-    """List the sessions in the log.
+    """List the sessions in the log (or in a world, with holder, lease age, epoch and state).
 
     Example:
       $ dh log list --harness claude-code --json
+      $ dh log list --world postgres
     """
     from .wrappers import get
 
     name = get(harness).name if harness else None
+    if world is not None:
+        from .worlds.listing import list_world
+        from .worlds.sync import open_remote
+
+        open_remote(world, url).close()  # the world's name checked: one Error: line
+        return list_world(url, name, json_)
     sessions = LocalWorld().list_sessions(name)
     if json_:
         output.print_json(sessions)

@@ -10,6 +10,7 @@ and two sets of harness homes on one host, both talking to the same fake model s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -168,6 +169,11 @@ def test_takeover_after_a_kill(tmp_path, server, pg_url):
     refused = a.dh("resume", sid, "--world", "postgres", "--url", pg_url)
     assert refused.returncode == 4, refused.stderr.decode()
     assert b"held in the world by dh on" in refused.stderr
+    listed = a.dh("log", "list", "--world", "postgres", "--url", pg_url, "--json")
+    assert listed.returncode == 0 and listed.stdout, listed
+    (row,) = json.loads(listed.stdout)
+    assert (row["id"], row["epoch"], row["hold_state"]) == (sid, 2, "running here")  # one host
+    assert row["lease_age_s"] < TTL
     world = _world(pg_url)
     _wait(lambda: world.get_session(sid).state == "finished", 60, "the turn to finish on B")
     worker.send_signal(signal.SIGTERM)
@@ -189,6 +195,10 @@ def test_takeover_after_a_kill(tmp_path, server, pg_url):
     assert rebuilt.returncode == 0, rebuilt.stderr.decode()
     (copy,) = [p for p in (tmp_path / "rebuilt").rglob("*.jsonl")]
     assert copy.read_bytes() == native.read_bytes()
+    status = b.dh("world", "status", "--url", pg_url, "--json")
+    assert status.returncode == 0, status.stderr.decode()
+    (row,) = [r for r in json.loads(status.stdout) if r["session_id"] == sid]
+    assert (row["status"], row["epoch"], row["hold_state"]) == ("in sync", 2, "finished")
     shown = b.dh("log", "show", sid)
     assert b"took over" in shown.stdout, shown.stdout.decode()[-2000:]
 

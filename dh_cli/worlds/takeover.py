@@ -62,11 +62,15 @@ def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None) 
     return None
 
 
-def steal(world, session_id: str, ttl_s: float) -> int:
-    """End whoever holds the session's lease, live or not: the epoch moves on to this process."""
+def steal(world, session_id: str, ttl_s: float, only_held: bool = False) -> int | None:
+    """End whoever holds the session's lease, live or not: the epoch moves on to this process.
+    only_held: leave a released lease alone (None)."""
     me = Holder.me()
-    rows = world._rows(_MOVE, {"sid": session_id, "host": me.host, "boot": me.boot_id, "pid": me.pid,
+    query = _MOVE.replace("RETURNING", "AND released_at IS NULL RETURNING") if only_held else _MOVE
+    rows = world._rows(query, {"sid": session_id, "host": me.host, "boot": me.boot_id, "pid": me.pid,
                                "ttl": max(1, round(ttl_s))})
+    if not rows and only_held:
+        return None
     if not rows:
         from .tenure import acquire
 

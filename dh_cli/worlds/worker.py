@@ -161,7 +161,9 @@ class Worker:
             for child, _ in self.children.values():
                 os.killpg(child.pid, signal.SIGTERM)
             return
-        taken = {sid: steal(world, sid, self.opts.ttl_s) for sid in self.children}
+        self._reap()
+        taken = {sid: epoch for sid in self.children
+                 if (epoch := steal(world, sid, self.opts.ttl_s, only_held=True)) is not None}
         for sid, (child, _) in self.children.items():
             try:
                 child.wait(timeout=self.opts.ttl_s / 3 + 15)
@@ -169,8 +171,9 @@ class Worker:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         for sid, epoch in taken.items():
-            world._rows("UPDATE dh.leases SET heartbeat_at = '-infinity' WHERE session_id = %s"
-                        " AND epoch = %s RETURNING 1", [sid, epoch])
+            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
+                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
+                        [sid, epoch, LEASE_CHANNEL])
         self.opts.notice(f"dh worker: stopped; {len(taken)} session(s) handed back to the world")
 
 
