@@ -253,8 +253,8 @@ def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
     src = local.put_source(Source(id=0, session_id=made.id, kind="jsonl", relpath="p/s.jsonl", path="/h/p/s.jsonl"))
     local.append_records(src, records([(0, n * 100) for n in range(10)]))
     notices = []
+    world = _pg(pg_url)  # the schema, as `dh run --world` makes it before shipping
     shipper = Shipper(tmp_path / "dh.db", pg_url, made.id, lambda: 1, notices.append).start()
-    world = _pg(pg_url)
     _until(lambda: _count(world) == 10)
     srv.stop("fast")
     try:
@@ -266,7 +266,7 @@ def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
     world = _pg(pg_url)
     _until(lambda: _count(world) == 30, 30)
     assert shipper.stop()
-    assert len([n for n in notices if "world is behind" in n]) == 1, notices
+    assert len([n for n in notices if "world is behind" in n]) == 1, "\n".join(notices)
     assert len([n for n in notices if "caught up" in n]) == 1, notices
     assert [r.raw for r in world.read_records(made.id, "p/s.jsonl")] == [r.raw for r in local.records(made.id)]
 

@@ -94,6 +94,8 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
     if json_:
         output.print_json([{**r.to_dict(), **hold_dict(held.get(r.session_id))} for r in rows])
         return
-    output.table(None, ["session", "harness", "status", "local records", "server records", *HOLD_COLUMNS],
+    leased = any(h.holder for h in held.values())  # the lease columns only once there are leases
+    output.table(None, ["session", "harness", "status", "local records", "server records",
+                        *(HOLD_COLUMNS if leased else [])],
                  [[r.session_id, r.harness, r.status, r.local_records, r.server_records,
-                   *hold_cells(held.get(r.session_id))] for r in rows])
+                   *(hold_cells(held.get(r.session_id)) if leased else [])] for r in rows])
