@@ -106,10 +106,14 @@ def unflatten(values: dict) -> dict:
 
 
 def show_value(key: str, value):
-    """The value as `config show` prints it: never a URL's password."""
-    from .util import redact_url
+    """The value as `config show` prints it: never a password (a URL's, a libpq
+    `password=…`, a value named like a secret), whatever --show-secrets says elsewhere."""
+    from .redact import MASK, config_value
+    from .util import is_secret_name
 
-    return redact_url(value) if key == "postgres_url" and value else value
+    if is_secret_name(key.rsplit(".", 1)[-1]) and isinstance(value, str) and value:
+        return MASK
+    return config_value(value)
 
 
 def read_file(path: Path) -> dict:

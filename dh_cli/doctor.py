@@ -155,6 +155,7 @@ def check_config(env: dict):
 
 
 def check_postgres(settings) -> Check:
+    from .redact import mask
     from .util import redact_url
 
     url = settings.postgres_url if settings else None
@@ -163,7 +164,7 @@ def check_postgres(settings) -> Check:
             return Check("postgres world", "fail", "world is postgres but no URL is configured",
                          {"hint": "set DH_POSTGRES_URL or postgres_url in the config file"})
         return Check("postgres world", "skip", "no PostgreSQL URL configured")
-    shown = redact_url(url)
+    shown = mask(redact_url(url))  # a libpq `host=… password=…` as well as a URL
     error = ping_postgres(url)
     if error:
         return Check("postgres world", "fail", f"{shown} is unreachable: {error}", {"url": shown})
@@ -172,6 +173,7 @@ def check_postgres(settings) -> Check:
 
 def ping_postgres(url: str, timeout: int = 5) -> str | None:
     """None when `SELECT 1` works; otherwise psycopg's reason, with the password scrubbed."""
+    from .redact import mask
     from .util import redact_url
 
     try:
@@ -182,7 +184,7 @@ def ping_postgres(url: str, timeout: int = 5) -> str | None:
     except Exception as exc:  # any driver failure is the answer to "is it reachable?"
         text = " ".join(str(exc).split()) or type(exc).__name__
         password = _password(url)
-        return redact_url(text.replace(password, "***") if password else text)
+        return mask(redact_url(text.replace(password, "***") if password else text))
     return None
 
 

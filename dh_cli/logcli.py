@@ -11,6 +11,7 @@ from . import output, render
 from .export import export_session
 from .follow import follow
 from .outfile import write_output
+from .redact import clean, clean_bytes, clean_view
 from .logview import build_view
 from .resume.rebuild import rebuild_session
 from .worlds.local import LocalWorld
@@ -30,12 +31,14 @@ class ExportFormat(str, Enum):
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+SecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Show what looks like a credential (keys, tokens, passwords) instead of ***")]
 
 
 @app.command("list")
 def log_list(
     harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
     json_: JsonOpt = False,
+    show_secrets: SecretsOpt = False,
     world: Annotated[Optional[str], typer.Option("--world", help="List the sessions of this world instead, with who holds each (postgres)")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
 ) -> None:
@@ -54,7 +57,7 @@ def log_list(
 
         open_remote(world, url).close()  # the world's name checked: one Error: line
         return list_world(url, name, json_)
-    sessions = LocalWorld().list_sessions(name)
+    sessions = clean(LocalWorld().list_sessions(name), show_secrets, output.is_terminal())
     if json_:
         output.print_json(sessions)
     else:
@@ -67,6 +70,7 @@ def log_show(
     json_: JsonOpt = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
+    show_secrets: SecretsOpt = False,
 ) -> None:
     """Show a session's timeline: turns, prompts, tool calls, tokens, crashes and resumes.
 
@@ -77,25 +81,33 @@ def log_show(
     """
     world = LocalWorld()
     found = world.find_session(session)
+    terminal = output.is_terminal()  # control sequences in records never reach a terminal
     if raw:
-        render.write_raw(world.records(found.id))
+        render.write_raw(_cleaned(world.records(found.id), show_secrets, terminal))
         return
     if follow:
-        _follow(world, found.id, json_)
+        _follow(world, found.id, json_, show_secrets)
         return
-    view = build_view(world, found)
+    view = clean_view(build_view(world, found), show_secrets, terminal)
     if json_:
         output.print_json(view.to_dict())
     else:
         render.session_view(view)
 
 
-def _follow(world, session_id: str, json_: bool) -> None:
+def _cleaned(records, show_secrets: bool, terminal: bool):
+    for record in records:
+        record.raw = clean_bytes(record.raw, show_secrets, terminal)
+        yield record
+
+
+def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> None:
     """Runs until Ctrl-C, which ends it with 130 and no traceback."""
     output.note(f"dh: following session {session_id} (Ctrl-C to stop)")
+    terminal = output.is_terminal()
     try:
         for update in follow(world, session_id):
-            render.follow_update(update, json_)
+            render.follow_update(clean(update, show_secrets, terminal), json_)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -105,6 +117,7 @@ def log_export(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
     format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (one self-contained page) or jsonl (the native records)")] = ExportFormat.md,
     out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout")] = None,
+    show_secrets: SecretsOpt = False,
 ) -> None:
     """Export a session as Markdown, a self-contained HTML page, or its native records.
 
@@ -114,6 +127,7 @@ def log_export(
     """
     world = LocalWorld()
     data = export_session(world, world.find_session(session), format_.value)
+    data = clean_bytes(data, show_secrets, out is None and output.is_terminal())
     if out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -135,7 +149,12 @@ def log_rebuild(
       $ dh log rebuild 1m8k6p --to /tmp/restore
     """
     world = LocalWorld()
-    files = rebuild_session(world, world.find_session(session), to, force)
+    found = world.find_session(session)
+    files = rebuild_session(world, found, to, force)
+    masked = world.masked_records(found.id)
+    if masked:  # what the harness reads back is not what it wrote
+        output.note(f"dh: session {found.id} came from a world that masks credentials: "
+                    f"{masked} record(s) rebuilt with *** in place of what looked like a secret")
     if json_:
         output.print_json([{"path": str(f.path), "bytes": f.bytes, "status": f.status} for f in files])
         return
@@ -147,6 +166,7 @@ def log_rebuild(
 def log_rm(
     session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when not on a terminal)")] = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Remove a session and its records from the log (the harness's own files stay).
 
@@ -159,6 +179,9 @@ def log_rm(
     world = LocalWorld()
     found = world.find_session(session)
     removed = remove_session(world, found, yes, sys.stdin.isatty(), typer.confirm)
+    if json_:
+        output.print_json({"removed": found.id, "records": removed})
+        return
     output.out.print(f"removed session {found.id} ({removed} record(s))", markup=False)
 
 

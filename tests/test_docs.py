@@ -94,6 +94,7 @@ def _invocations(tmp_path, session_id):
         "dh log status": ["log", "status"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
+        "dh log rm": ["log", "rm", session_id, "--yes"],  # last: it removes the session
     }
 
 

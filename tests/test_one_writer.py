@@ -52,12 +52,21 @@ def crashed_session(root: Path) -> tuple[dict, str, Path]:
     return env, session.id, Path(session.native_path)
 
 
-def wait_launched(env: dict, sid: str, timeout: float = 60) -> None:
+def launches(env: dict, sid: str) -> int:
+    world = LocalWorld(Path(env["DH_HOME"]) / "dh.db")
+    try:
+        return sum(e.type == "launched" for e in world.events(sid))
+    finally:
+        world.close()
+
+
+def wait_launched(env: dict, sid: str, before: int = 0, timeout: float = 60) -> None:
+    """Until the session has more launches than `before` (the resume's own launch)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         world = LocalWorld(Path(env["DH_HOME"]) / "dh.db")
         try:
-            if any(e.type == "launched" for e in world.events(sid)[-5:]):
+            if sum(e.type == "launched" for e in world.events(sid)) > before:
                 return
         except Exception:
             pass
@@ -75,9 +84,10 @@ def entry_ids(path: Path) -> list[str]:
 def test_run_with_pis_own_resume_flag_beside_dh_resume_runs_nothing(tmp_path):
     env, sid, native = crashed_session(tmp_path)
     slow = {**env, "DH_WRITER_RATE": "15", "DH_WRITER_RECORDS": "120"}
+    before = launches(env, sid)
     resume = dh("resume", sid, env=slow, cwd=tmp_path / "proj", wait=False)
     try:
-        wait_launched(env, sid)
+        wait_launched(env, sid, before)
         beside = dh("run", "pi", "--", "-p", "--session", str(native), "go on", env=env,
                     cwd=tmp_path / "proj")
         one_error(beside, 4, "in use by dh")
@@ -106,6 +116,11 @@ def pushed_session(tmp_path: Path, url: str) -> str:
     return sid
 
 
+def launches_on_a(tmp_path: Path, sid: str) -> int:
+    """A's launches of the session: a pull brings their events along."""
+    return launches({"DH_HOME": str(tmp_path / "A" / "dh-home")}, sid)
+
+
 def other_machine(tmp_path: Path, name: str, url: str, **extra) -> dict:
     return env_for(tmp_path / name, DH_POSTGRES_URL=url, **extra)
 
@@ -117,7 +132,7 @@ def test_two_machines_resuming_one_session_at_once_launch_once(tmp_path, pg_url)
     b, c = (other_machine(tmp_path, n, pg_url, **slow) for n in ("B", "C"))
     first = dh("resume", sid, "--world", "postgres", env=b, cwd=tmp_path / "B" / "proj", wait=False)
     try:
-        wait_launched(b, sid)
+        wait_launched(b, sid, launches_on_a(tmp_path, sid))
         second = dh("resume", sid, "--world", "postgres", env=c, cwd=tmp_path / "C" / "proj")
         one_error(second, 4, "held in the world")
     finally:

@@ -6,8 +6,9 @@
 * dh.db, its WAL and lock files, and everything `dh log rebuild` or `dh log export` writes is
   private: files 0600, folders 0700 (even under umask 000).
 * A log pulled from another machine cannot make dh write outside the harness home: relpaths
-  with `..`, absolute paths, symlinked parents, NUL bytes, crafted OpenCode ids, source paths
-  outside the home and crafted dh session ids are refused with one `Error:` line."""
+  with `..`, absolute paths, symlinked parents, NUL bytes, crafted OpenCode ids and crafted dh
+  session ids are refused with one `Error:` line; a source path a row names is never used (the
+  file goes to home/relpath of this machine's home, see dh_cli/confine.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Callable
 from ..confine import check_native_id
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
-from ..wrappers.base import NativeSession, NativeSource, Wrapper
+from ..wrappers.base import NativeSession, Wrapper
 from .session import SessionMirror
 
 # How deep a native file sits below its harness home, and the folder name at the top.

@@ -87,7 +87,13 @@ def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
                                         "headless": opts.headless}, phase="intent")
     opts.args = plan.argv
     with held(world, wrapper, session, plan.native_id, plan.native_path):
-        return Supervisor(world, wrapper, session, opts).run(plan.argv)
+        return _still_logged(world, Supervisor(world, wrapper, session, opts).run(plan.argv))
+
+
+def _still_logged(world, code: int) -> int:
+    """The harness's exit code, once the log is known to be the file dh opened."""
+    getattr(world, "check_in_place", lambda: None)()
+    return code
 
 
 def held(world, wrapper: Wrapper, session: Session, native_id=None, native_path=None) -> ExitStack:
@@ -167,6 +173,9 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         from ..resume.prepare import prepare_resume
 
         prepared = prepare_resume(world, wrapper, session, opts.replay)
+        if getattr(world, "masked_records", lambda _s: 0)(session.id):
+            opts.notice(f"dh: session {session.id} came from a world that masks credentials: "
+                        "the harness sees *** where the records held what looked like a secret")
         session = world.get_session(session.id)
         if prepared.turn_complete and opts.headless and not prompt and not prepared.repairs:
             # e.g. dh was killed and the harness finished its turn on its own: a resume would
@@ -189,7 +198,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
                     f"call(s) kept, {len(prepared.repairs)} repaired)")
         supervisor.session = session
-        return supervisor.run(argv)
+        return _still_logged(world, supervisor.run(argv))
 
 
 def default_env() -> dict[str, str]:

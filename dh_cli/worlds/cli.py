@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import output
+from ..errors import UsageError
 from .local import LocalWorld
 from .sync import SyncReport, open_remote, pull, push, status
 
@@ -99,3 +100,27 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
                         *(HOLD_COLUMNS if leased else [])],
                  [[r.session_id, r.harness, r.status, r.local_records, r.server_records,
                    *(hold_cells(held.get(r.session_id)) if leased else [])] for r in rows])
+
+
+@app.command("records")
+def records_command(world: WorldArg,
+                    mode: Annotated[Optional[str], typer.Argument(help="masked (the default) or raw; none: show it")] = None,
+                    url: UrlOpt = None, json_: JsonOpt = False) -> None:
+    """Show or set how the world keeps the records pushed to it: `masked` (what looks like
+    a credential is replaced by *** before it leaves this machine) or `raw` (native bytes,
+    for a world the team trusts). A setting of the world: it holds for everyone's pushes.
+
+    Example:
+      $ dh world records postgres
+      $ dh world records postgres raw
+    """
+    remote = open_remote(world, url)
+    if mode is not None:
+        if mode not in ("masked", "raw"):
+            raise UsageError(f"unknown records mode {mode!r}", hint="masked or raw")
+        remote.set_records_mode(mode)
+    shown, now = getattr(remote, "shown", world), "masked" if remote.masks_records else "raw"
+    if json_:
+        output.print_json({"world": shown, "records": now})
+        return
+    output.out.print(f"{shown}: records {now}", markup=False)

@@ -40,14 +40,15 @@ def _spanned(world, source, position: Position) -> bool:
     return last is not None and last[2] + len(_decoded(last)) > offset
 
 
-def diverged(a_world, a_source, a: Mark, b_world, b_source, b: Mark) -> bool:
-    """Whether the two copies of a source (with these marks) diverged."""
+def diverged(a_world, a_source, a: Mark, b_world, b_source, b: Mark, same=None) -> bool:
+    """Whether the two copies of a source (with these marks) diverged. `same` maps both
+    sides' bytes before comparing (a masking world holds masked copies of raw records)."""
     if a.last is None or b.last is None:
         return False
     check = min(a.last, b.last)
     mine, theirs = raw_at(a_world, a_source, check), raw_at(b_world, b_source, check)
     if mine is not None and theirs is not None:
-        return mine != theirs
+        return mine != theirs if same is None else same(mine) != same(theirs)
     if a_source.kind == "opencode":  # its offsets count row versions, not bytes
         return False
     lacking_world, lacking_source = (b_world, b_source) if theirs is None else (a_world, a_source)
@@ -61,14 +62,43 @@ def already_kept(dst, target, have: Mark, tip: Position, tip_bytes: bytes) -> bo
     return any(raw_at(dst, target, (g, tip[1])) == tip_bytes for g in range(top + 1))
 
 
-def keep_both(src, dst, source, target, have: Mark, sent: Mark) -> tuple[int, int | None]:
+def keep_both(src, dst, source, target, have: Mark, sent: Mark, masking: bool = False) -> tuple[int, int | None]:
     """Store the sender's latest generation whole as a new generation of the receiver's
     source: (records added, the generation it got; None when it was kept already)."""
     tip_bytes = raw_at(src, source, sent.last)
-    if already_kept(dst, target, have, sent.last, tip_bytes):
+    if already_kept(dst, target, have, sent.last, mask_row_bytes(tip_bytes) if masking else tip_bytes):
         return 0, None
     generation = max(have.last[0], sent.last[0]) + 1
     added = 0
-    for batch in src.read_rows(source, after=(sent.last[0], -1), upto=sent.last, as_source_id=target.id):
+    rows = src.read_rows(source, after=(sent.last[0], -1), upto=sent.last, as_source_id=target.id)
+    for batch in masked_chunks(rows, masking):
         added += dst.append_rows([row[:1] + (generation,) + row[2:] for row in batch])
     return added, generation
+
+
+def mask_row_bytes(raw: bytes) -> bytes:
+    from ..redact import mask_bytes
+
+    return mask_bytes(raw)
+
+
+def masked_chunks(chunks, masking: bool):
+    """Stored rows with credentials masked in their native bytes (flag `masked` on each
+    row that changed), for a world that masks; the rows as they are otherwise. A row whose
+    bytes hold no keyword of redact.py passes untouched without being decoded twice."""
+    if not masking:
+        yield from chunks
+        return
+    from ..redact import may_hold_secret, mask_bytes
+    from .local import decode_raw, encode_raw
+
+    for rows in chunks:
+        out = []
+        for row in rows:
+            raw = row[3] if row[4] is None else decode_raw(row[3], row[4])
+            if may_hold_secret(raw):
+                masked = mask_bytes(raw)
+                if masked != raw:
+                    row = row[:3] + encode_raw(masked) + row[5:18] + (",".join(filter(None, [row[18], "masked"])),)
+            out.append(row)
+        yield out

@@ -24,10 +24,11 @@ from typing import Iterator
 import lz4.block
 
 from .. import paths
-from ..errors import ConfigError, LogDbError, SessionNotFound, AmbiguousSession
+from ..errors import AmbiguousSession, ConfigError, LogDbError, SessionNotFound
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
 from . import migrations
+from .local_places import LocalPlaces, check_ref  # noqa: F401 (check_ref: used by postgres.py)
 
 RECORD_COLUMNS = [f.name for f in fields(Record)]
 SOURCE_COLUMNS = [f.name for f in fields(Source)]
@@ -118,14 +119,23 @@ def _decode_rows(rows: list[tuple]) -> list[bytes]:
 
 
 def decode_raw(data: bytes, codec: int | None) -> bytes:
-    if codec == LZ4:
-        return lz4.block.decompress(data)
-    if codec == DEFLATE:
-        return zlib.decompress(data, _WBITS)
+    """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
+    world) is one LogDbError, never bytes handed back as if they were native."""
+    try:
+        if codec == LZ4:
+            return lz4.block.decompress(data)
+        if codec == DEFLATE:
+            return zlib.decompress(data, _WBITS)
+    except (lz4.block.LZ4BlockError, zlib.error, ValueError) as exc:
+        raise LogDbError(f"a record's compressed bytes are damaged (codec {codec}: {exc})",
+                         hint="pull the session again from a good copy, or `dh log rm` it") from None
+    if codec not in (None, 0):
+        raise LogDbError(f"a record is stored with codec {codec!r}, which this dh does not know",
+                         hint="upgrade dh, or `dh log rm` the session")
     return bytes(data)
 
 
-class LocalWorld:
+class LocalWorld(LocalPlaces):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"
@@ -144,6 +154,8 @@ class LocalWorld:
 
     def _open(self, migrate: bool) -> None:
         new = _create_private(self.path)
+        info = os.stat(self.path)
+        self._identity = (info.st_dev, info.st_ino)
         self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
                                     check_same_thread=False)
         if new:
@@ -278,32 +290,6 @@ class LocalWorld:
                 if row:
                     _decide_place(conn, session_id, *row)
 
-    def remove_session(self, session_id: str) -> int:
-        """Remove a session, its sources, records and events from this log, in one
-        transaction; the number of records removed. (A world keeps its own copy.)"""
-        with self._write() as conn:
-            sources = "SELECT id FROM sources WHERE session_id = ?"
-            removed = conn.execute(f"DELETE FROM records WHERE source_id IN ({sources})",
-                                   [session_id]).rowcount
-            conn.execute(f"DELETE FROM mirrored_paths WHERE source_id IN ({sources})", [session_id])
-            for table in ("sources", "events", "places"):
-                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
-            conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
-        return removed
-
-    def place(self, session_id: str) -> tuple[str, str | None] | None:
-        """(home, cwd) of the session on this machine, as dh decided them here; None for a
-        session that came from elsewhere and was not adopted yet."""
-        row = self.conn.execute("SELECT home, cwd FROM places WHERE session_id = ?",
-                                [session_id]).fetchone()
-        return (row[0], row[1]) if row else None
-
-    def mirrored_path(self, source_id: int) -> str | None:
-        """The file this machine mirrored the source from (None: it never did)."""
-        row = self.conn.execute("SELECT path FROM mirrored_paths WHERE source_id = ?",
-                                [source_id]).fetchone()
-        return row[0] if row else None
-
     def get_session(self, session_id: str) -> Session:
         row = self.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", [session_id]
@@ -314,6 +300,7 @@ class LocalWorld:
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
+        check_ref(ref)
         rows = self.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ? OR"
             " harness_session_id = ? OR id LIKE ? ESCAPE '\\' OR harness_session_id LIKE ? ESCAPE '\\'",
@@ -508,22 +495,6 @@ class LocalWorld:
         from .locks import SessionLock
 
         return SessionLock(self.path.parent, session_id).acquire()
-
-    def lock_native(self, harness: str, key: str):
-        """An exclusive, non-blocking lock on a native session's id or file."""
-        from .locks import NativeLock
-
-        return NativeLock(self.path.parent, harness, key).acquire()
-
-    def find_by_path(self, harness: str, path: str) -> Session | None:
-        """The session of this harness whose native file (as recorded here) is path."""
-        real = os.path.realpath(path)
-        row = self.conn.execute(
-            f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)} FROM sessions s WHERE s.harness = ?"
-            " AND (s.native_path IN (?, ?) OR s.id IN (SELECT o.session_id FROM sources o JOIN"
-            " mirrored_paths m ON m.source_id = o.id WHERE m.path IN (?, ?)))"
-            " ORDER BY s.created_at LIMIT 1", [harness, path, real, path, real]).fetchone()
-        return Session(*row) if row else None
 
     # events -------------------------------------------------------------------------------
     def add_event(self, session_id: str, type: str, details: dict | None = None,

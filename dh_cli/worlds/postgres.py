@@ -34,7 +34,7 @@ from ..models import Event, Record, Session, Source
 from ..util import redact_url
 from .fencing import M016_FENCING
 from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
-from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw
+from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, check_ref, decode_raw
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
 
@@ -87,6 +87,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             session_id text PRIMARY KEY, holder_host text NOT NULL, holder_boot_id text NOT NULL,
             holder_pid integer NOT NULL, epoch bigint NOT NULL, heartbeat_at timestamptz NOT NULL,
             ttl_s integer NOT NULL)"""),
+    # Settings of the world itself, shared by everyone who uses it (issue 14). `records`:
+    # 'masked' (the default, also when the row is absent) makes a push mask what looks like
+    # a credential in every record it sends; 'raw' keeps native bytes, for a trusted world.
+    ("m011_settings", """
+        CREATE TABLE dh.settings (name text PRIMARY KEY, value text NOT NULL)"""),
     # Live replication and takeover (issue 15): the server refuses writes that do not carry
     # the session's current lease epoch (fencing: a stale holder cannot write, whatever its
     # code does), a refusal reason and the previous holder on the lease row, and a NOTIFY on
@@ -252,6 +257,17 @@ class PostgresWorld:
             raise WorldError(f"the schema dh at {self.shown} was written by a newer dh ({unknown[-1]})",
                              hint="upgrade dh on this machine")
 
+    # settings -----------------------------------------------------------------------------
+    @property
+    def masks_records(self) -> bool:
+        """Whether a push masks credentials in the records it sends here (the default)."""
+        rows = self._rows("SELECT value FROM dh.settings WHERE name = 'records'")
+        return not rows or rows[0][0] != "raw"
+
+    def set_records_mode(self, mode: str) -> None:
+        self._rows("INSERT INTO dh.settings VALUES ('records', %s) ON CONFLICT (name) DO UPDATE"
+                   " SET value = EXCLUDED.value RETURNING 1", [mode])
+
     # sessions -----------------------------------------------------------------------------
     def put_session(self, session: Session) -> str | None:
         values = [getattr(session, c) for c in SESSION_COLUMNS]
@@ -270,6 +286,7 @@ class PostgresWorld:
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
+        check_ref(ref)
         prefix = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE id = %s OR harness_session_id = %s"
                           " OR id LIKE %s OR harness_session_id LIKE %s", [ref, ref, prefix, prefix])

@@ -23,7 +23,8 @@ from typing import Callable, Iterator
 from ..errors import UsageError
 from ..models import Source
 from .base import Mark, SessionMarks, World
-from .diverge import diverged, keep_both
+from ..redact import mask_bytes
+from .diverge import diverged, keep_both, masked_chunks
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
 REMOTE_WORLDS = ("postgres",)
@@ -33,9 +34,11 @@ def open_remote(name: str, url: str | None = None) -> World:
     """The world named on the command line (only `postgres` so far)."""
     if name not in REMOTE_WORLDS:
         raise UsageError(f"unknown world {name!r}", hint="the world to sync with is: postgres")
+    from ..config import load  # the settings are checked too (DH_WORLD=mars is an error)
     from .postgres import PostgresWorld  # psycopg loads only when a command needs it
 
-    return PostgresWorld(url)
+    configured = load().settings.postgres_url  # $DH_POSTGRES_URL…, else config.toml's postgres_url
+    return PostgresWorld(url or configured)
 
 
 @dataclass
@@ -171,8 +174,10 @@ def _fresh(source: Source) -> Source:
 def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
                 counter: _Counter, diverged_out: list | None = None) -> int:
     target = dst.put_source(_fresh(source))
-    if diverged(src, source, sent, dst, target, have):  # never spliced: kept as a generation
-        added, generation = keep_both(src, dst, source, target, have, sent)
+    masking = getattr(dst, "masks_records", False)  # a push to a world that masks credentials
+    same = mask_bytes if masking or getattr(src, "masks_records", False) else None
+    if diverged(src, source, sent, dst, target, have, same):  # never spliced: a generation
+        added, generation = keep_both(src, dst, source, target, have, sent, masking)
         counter.add(added)
         if diverged_out is not None:
             diverged_out.append({"relpath": source.relpath, "generation": generation})
@@ -180,8 +185,10 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     added = 0
     if have.last is not None and src.count_upto(source, have.last) > have.count:
         # Holes below the receiver's mark (rows lost or deleted there): re-send that part.
-        added += _send(dst, src.read_rows(source, upto=have.last, as_source_id=target.id), counter)
-    added += _send(dst, src.read_rows(source, after=have.last, as_source_id=target.id), counter)
+        added += _send(dst, masked_chunks(src.read_rows(source, upto=have.last, as_source_id=target.id),
+                                          masking), counter)
+    added += _send(dst, masked_chunks(src.read_rows(source, after=have.last, as_source_id=target.id),
+                                      masking), counter)
     # The receiver now holds everything the sender has of this source: take its progress too,
     # unless the receiver was already further along (it is mirroring the source itself).
     if have.position <= sent.position and (target.updated_at or "") < (source.updated_at or ""):
@@ -189,10 +196,22 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     return added
 
 
+def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
+    """Rows as they come, each compressed one decoded once first: a row from a world with an
+    unknown codec or damaged bytes stops the copy with one error, before it is stored."""
+    from .local import decode_raw
+
+    for rows in chunks:
+        for row in rows:
+            if row[4] is not None:
+                decode_raw(row[3], row[4])
+        yield rows
+
+
 def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
     """Append each chunk in its own transaction as it arrives: a kill loses one chunk at most."""
     added = 0
-    for rows in prefetched(chunks):
+    for rows in prefetched(checked(chunks)):
         added += dst.append_rows(rows)
         counter.add(len(rows))
     return added
@@ -259,10 +278,11 @@ def status(local: World, remote: World) -> list[SessionStatus]:
 def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks) -> bool:
     """Same key, different bytes (or a record spanning it) in any source both copies have."""
     theirs = {s.relpath: s for s in remote.sources(here.session_id)}
+    same = mask_bytes if getattr(remote, "masks_records", False) else None
     for source in local.sources(here.session_id):
         other = theirs.get(source.relpath)
         if other and diverged(local, source, here.sources.get(source.relpath, Mark()),
-                              remote, other, there.sources.get(source.relpath, Mark())):
+                              remote, other, there.sources.get(source.relpath, Mark()), same):
             return True
     return False
 
