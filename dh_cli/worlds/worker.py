@@ -48,6 +48,7 @@ class Worker:
     def __init__(self, opts: WorkerOptions):
         self.opts = opts
         self.children: dict[str, tuple[subprocess.Popen, Claim]] = {}
+        self.unadopted: dict[str, int] = {}  # claimed, the child has not taken the lease yet
         self.stopping = False
 
     def run(self) -> int:
@@ -86,6 +87,7 @@ class Worker:
             try:
                 world = world or self._connect()
                 self._reap()
+                self._keep_unadopted(world)
                 self._claim_all(world)
                 self._sleep(world, wake_r)
                 failures = 0
@@ -134,8 +136,19 @@ class Worker:
                                  stderr=log, start_new_session=True)
         log.close()
         self.children[got.session_id] = (child, got)
+        self.unadopted[got.session_id] = got.epoch
         self.opts.notice(f"dh worker: took over session {got.session_id} from {got.from_host} "
                          f"(epoch {got.from_epoch} -> {got.epoch}); resuming it in {got.cwd}")
+
+    def _keep_unadopted(self, world) -> None:
+        """Renew the leases claimed for children that have not adopted them yet: a child
+        slow to start (a loaded machine) must not lose its claim to another worker."""
+        for sid, epoch in list(self.unadopted.items()):
+            renewed = world._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
+                                  " AND epoch = %s AND holder_pid = %s RETURNING 1",
+                                  [sid, epoch, os.getpid()])
+            if not renewed or sid not in self.children:
+                del self.unadopted[sid]
 
     def _reap(self) -> None:
         for sid, (child, _) in list(self.children.items()):
@@ -146,6 +159,8 @@ class Worker:
 
     def _sleep(self, world, wake_r: int) -> None:
         timeout = _next_lapse(world)
+        if self.unadopted:
+            timeout = min(timeout, self.opts.ttl_s / 3)
         ready, _, _ = select.select([world.conn.fileno(), wake_r], [], [], timeout)
         if wake_r in ready:
             _drain(wake_r)
