@@ -28,7 +28,7 @@ PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt s
 
 
 def _options(stall, restarts, grace, replay, supervise=True, world=None, url=None, ttl=None,
-             epoch=None, adopt_epoch=None) -> RunOptions:
+             lease=None, adopt_epoch=None) -> RunOptions:
     """Flags given on the command line win over the environment, the config file and the
     defaults (None means "not given"); see dh_cli/config.py."""
     flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
@@ -42,13 +42,14 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
                       supervise=supervise, notice=output.note,
-                      link=_link(s, world, url, ttl, epoch, adopt_epoch))
+                      link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 
-def _link(settings, world, url, ttl, epoch, adopt_epoch):
+def _link(settings, world, url, ttl, lease, adopt_epoch):
     from .worlds.live_world import link_for  # psycopg loads only for a live world
 
-    return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch)
+    epoch = lease.epoch if lease is not None else None
+    return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch, lease)
 
 
 def run_command(
@@ -115,8 +116,7 @@ def resume_command(
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     try:
-        live = dict(world=world_name, url=url, ttl=lease_ttl,
-                    epoch=lease.epoch if lease else None) if world_name else {}
+        live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else {}
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
                 tool_grace, replay, no_supervise, live)
     finally:

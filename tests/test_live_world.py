@@ -319,3 +319,36 @@ def write_model_configs(rig: Rig, model) -> None:
     rig.server = model
     write_configs(rig.tmp, model.url)
     rig.env.update(ANTHROPIC_BASE_URL=model.url)
+
+
+def test_a_stopped_worker_hands_its_session_to_another(tmp_path, pg_url):
+    """SIGTERM to a worker mid-turn: its harness stops without the session being marked as
+    ended by a user, the lease lapses at once, and another worker finishes the turn."""
+    model = FakeModelServer(_script(stall=STALL, second=STALL)).start()
+    try:
+        a, b, c = _rigs(tmp_path, model, "A", "B", "C")
+        run = _run_live(a, pg_url)
+        _wait(lambda: _stalled(model), 30, "the stalled model request")
+        sid = _replicated(a, pg_url)
+        harness = _harness_pid(a)
+        worker_b = _popen(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
+        for pid in (run.pid, harness):
+            _kill_group(pid, signal.SIGKILL)
+        _wait(lambda: any(r["reply_index"] == 2 for r in model.main_requests()), TTL + 30,
+              "B's harness waiting on reply #2")
+        worker_b.send_signal(signal.SIGTERM)
+        assert worker_b.wait(timeout=60) == 0, _err(b, "worker")
+        assert "1 session(s) handed back" in _err(b, "worker")
+        world = _world(pg_url)
+        assert world.get_session(sid).state == "running"  # not ended by a user
+        worker_c = _popen(c, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
+        _wait(lambda: world.get_session(sid).state == "finished", 60, "the turn to finish on C")
+        worker_c.send_signal(signal.SIGTERM)
+        assert worker_c.wait(timeout=60) == 0, _err(c, "worker")
+    finally:
+        model.stop()
+    assert f"took over session {sid}" in _err(c, "worker")
+    assert model.rebilled() == 0
+    assert (a.proj / "steps.log").read_text() == "step0\n"
+    assert [e.details["epoch"] for e in world.events(sid) if e.type == "takeover"][0] == 2
+    assert any(b"All done." in raw for raw in _world_raw(pg_url, sid))

@@ -8,6 +8,8 @@ The supervisor knows nothing else of worlds: the lease (tenure.py) and the shipp
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from .shipper import Shipper
 from .tenure import TTL_S, Tenure, acquire, adopt
 
 WORKFLOW_POSTGRES = "@workflow/world-postgres"  # the original design's name for this world
+HAND_BACK = signal.SIGUSR1  # from `dh worker` when it stops: give the session back, open
 
 
 @dataclass
@@ -25,9 +28,12 @@ class WorldLink:
     epoch: int | None = None  # a lease already taken (dh resume --world)
     adopt_epoch: int | None = None  # a lease a worker of this machine claimed for this process
     notice: object = print
+    held: object = None  # the resume's own lease object (lease.py), told when it is handed back
 
     def attach(self, db_path: Path, session_id: str) -> None:
-        self.session_id = session_id
+        self.session_id, self.handing_back, self._previous = session_id, False, None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(HAND_BACK, self._on_hand_back)
         epoch = self._take(session_id)
         self.tenure = Tenure(self.url, session_id, self.ttl_s, epoch).start()
         self.shipper = Shipper(db_path, self.url, session_id, self._epoch, self.notice).start()
@@ -55,7 +61,12 @@ class WorldLink:
     def _epoch(self) -> int | None:
         return None if self.tenure.lost else self.tenure.epoch
 
+    def _on_hand_back(self, signum, frame) -> None:
+        self.handing_back = True
+
     def taken_over(self) -> str | None:
+        if self.handing_back:
+            return "handed back to the world by the stopping dh worker"
         if self.tenure.lost:
             return self.tenure.lost["reason"]
         return self.shipper.fenced
@@ -64,8 +75,16 @@ class WorldLink:
         return not self.taken_over() and self.tenure.epoch is not None and not self.tenure.expired
 
     def detach(self) -> None:
-        complete = self.shipper.stop()
-        lost = self.taken_over()
+        if self._previous is not None:
+            signal.signal(HAND_BACK, self._previous)
+        complete = self.shipper.stop()  # everything committed here reaches the world first
+        lost = self.tenure.lost or self.shipper.fenced
+        if self.handing_back and not lost:
+            if self.held is not None:
+                self.held.epoch = None  # so that the resume's lease is not released as ended
+            self.tenure.stop(release=False)
+            self.tenure.lapse()  # open, and claimable by another worker at once
+            return
         self.tenure.stop(release=complete and not lost)
         if not complete and not lost:
             self.notice(f"dh: replication of session {self.session_id} is behind; the local log has "
@@ -84,7 +103,8 @@ def wanted_world(flag: str | None, settings) -> str:
 
 
 def link_for(flag: str | None, url: str | None, ttl: float | None, settings, notice,
-             epoch: int | None = None, adopt_epoch: int | None = None) -> WorldLink | None:
+             epoch: int | None = None, adopt_epoch: int | None = None,
+             held=None) -> WorldLink | None:
     """The link a supervised session keeps to its world; None for the local world."""
     if wanted_world(flag, settings) != "postgres":
         return None
@@ -93,4 +113,5 @@ def link_for(flag: str | None, url: str | None, ttl: float | None, settings, not
     ttl_s = ttl if ttl is not None else getattr(settings, "lease_ttl", TTL_S)
     if ttl_s <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
-    return WorldLink(resolve_url(url or settings.postgres_url), ttl_s, epoch, adopt_epoch, notice)
+    return WorldLink(resolve_url(url or settings.postgres_url), ttl_s, epoch, adopt_epoch, notice,
+                     held)

@@ -107,6 +107,19 @@ class Tenure:
                 "reason": f"session {self.session_id} was taken over by dh on {host or 'another machine'}"
                           f" (epoch {self.epoch} -> {epoch or 'released'})"}
 
+    def lapse(self) -> None:
+        """Let the lease lapse now without ending the session (a worker handing it back)."""
+        world = None
+        try:
+            world = _connect(self.url)
+            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
+                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify('dh_leases', session_id)",
+                        [self.session_id, self.epoch])
+        except WorldError:
+            pass  # it lapses on its own after the TTL
+        finally:
+            _close(world)
+
     def stop(self, release: bool = True) -> None:
         self._stop.set()
         self._thread.join(timeout=10)

@@ -10,9 +10,10 @@ supervisor adopts the claimed lease and replicates live.
 A session is refused, with the reason written on its lease row, when its cwd does not exist
 here (or is not a folder this user owns: a world row must not choose where a harness runs).
 
-Stopping (Ctrl-C, SIGTERM) hands the sessions back: the worker moves each child's lease to
-itself (the child sees the epoch move and stops its harness without marking the session
-ended), then lets the lease lapse at once, so another worker can claim it."""
+Stopping (Ctrl-C, SIGTERM) hands the sessions back: each child gets SIGUSR1, stops its
+harness without marking the session ended, ships what it logged and lets its lease lapse at
+once, so another worker can claim it. A child that does not stop in time is fenced off (its
+lease moved to the worker) and killed."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import psycopg
 from ..errors import WorldError
 from ..paths import dh_home
 from .fencing import LEASE_CHANNEL
+from .live_world import HAND_BACK
 from .takeover import Claim, _execute, claim, steal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
@@ -177,19 +179,23 @@ class Worker:
                 os.killpg(child.pid, signal.SIGTERM)
             return
         self._reap()
-        taken = {sid: epoch for sid in self.children
-                 if (epoch := steal(world, sid, self.opts.ttl_s, only_held=True)) is not None}
+        for child, _ in self.children.values():  # each ships what it has, then lets go
+            child.send_signal(HAND_BACK)
+        taken = {}
         for sid, (child, _) in self.children.items():
             try:
-                child.wait(timeout=self.opts.ttl_s / 3 + 15)
-            except subprocess.TimeoutExpired:
+                child.wait(timeout=self.opts.ttl_s + 15)
+                continue
+            except subprocess.TimeoutExpired:  # unresponsive: fenced off, then killed
+                if (epoch := steal(world, sid, self.opts.ttl_s, only_held=True)) is not None:
+                    taken[sid] = epoch
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         for sid, epoch in taken.items():
             world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
                         " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
                         [sid, epoch, LEASE_CHANNEL])
-        self.opts.notice(f"dh worker: stopped; {len(taken)} session(s) handed back to the world")
+        self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
 
 
 def _next_lapse(world) -> float:
