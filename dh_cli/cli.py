@@ -12,6 +12,7 @@ import typer
 from . import __version__, configcli, democli, doctorcli, helptypes, logcli, output, shimcli, statuscli
 from .errors import DhError
 from .mirror.cli import import_command
+from .workercli import worker_command
 from .worlds import cli as worlds_cli
 from .workspace import cli as workspace_cli
 from .runcli import resume_command, run_command
@@ -42,6 +43,7 @@ app = typer.Typer(
 app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
 app.command("resume")(resume_command)
 app.command("import")(import_command)
+app.command("worker")(worker_command)
 app.add_typer(logcli.app, name="log")
 app.command("doctor")(doctorcli.doctor_command)
 app.add_typer(configcli.app, name="config")

@@ -51,6 +51,7 @@ class Settings(BaseModel):
 
     world: Literal["local", "postgres"] = "local"
     postgres_url: str | None = None
+    lease_ttl: float = Field(15.0, gt=0)  # seconds a live session's holder may stay silent (issue 15)
     stall_timeout: float | None = Field(None, ge=0)  # None or 0: never treat a quiet harness as hung
     tool_grace: float = Field(3.0, ge=0)
     continue_prompt: str = "Continue from where you left off."
@@ -65,6 +66,7 @@ ENV_KEYS = {
     "DH_WORLD": "world",
     "DH_POSTGRES_URL": "postgres_url",
     "WORKFLOW_POSTGRES_URL": "postgres_url",
+    "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",
     "DH_CONTINUE_PROMPT": "continue_prompt",

@@ -55,6 +55,9 @@ SUMMARIES = {
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
     "unlogged_tool": lambda d: f"a command ran with no call in the session: {str(d.get('command', ''))[:80]}",
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
+    "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
+                           f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),
+    "lease_lost": lambda d: f"lease in the world lost: {d.get('reason')}; not relaunching here",
     "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
     "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",
     "source_deleted": lambda d: f"{d.get('path')} was deleted (the log keeps its records)",

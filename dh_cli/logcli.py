@@ -46,17 +46,26 @@ def log_list(
     state: Annotated[Optional[str], typer.Option(help="Only sessions in this state (e.g. finished, crashed, imported)")] = None,
     json_: JsonOpt = False,
     show_secrets: SecretsOpt = False,
+    world: Annotated[Optional[str], typer.Option("--world", help="List the sessions of this world instead, with who holds each (postgres)")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
 ) -> None:
-    """List the sessions in the log, most recently active first.
+    """List the sessions in the log (or in a world, with holder, lease age, epoch and state).
 
     Example:
       $ dh log list --limit 10
       $ dh log list --here --since 3d
       $ dh log list --harness claude-code --json
+      $ dh log list --world postgres
     """
     from .sessionlist import ListFilter, here as current, list_sessions, parse_since
     from .wrappers import get
 
+    if world is not None:
+        from .worlds.listing import list_world
+        from .worlds.sync import open_remote
+
+        open_remote(world, url).close()  # the world's name checked: one Error: line
+        return list_world(url, get(harness).name if harness else None, json_)
     folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)
     wanted = ListFilter(get(harness).name if harness else None,
                         parse_since(since) if since else None, folder, state, limit)

@@ -15,7 +15,8 @@ from .conftest import fixture_home
 DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
-           "dh log trace"}  # trace: needs a collector (tests/test_otel.py)
+           "dh log trace",  # trace: needs a collector (tests/test_otel.py)
+           "dh worker"}  # dh worker: a long-running service
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):

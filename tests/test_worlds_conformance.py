@@ -2,6 +2,7 @@
 World interface (idempotent appends on natural keys, ordered reads from a position, session
 listing, locking, high-water marks)."""
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -153,3 +154,132 @@ def test_a_second_lock_on_a_session_is_refused(world):
     finally:
         lock.release()
     world.lock_session("1abc00000000aa").release()  # free again once released
+
+
+# leases and fencing (issue 15): PostgreSQL only, the shared world ------------------------------
+def _pg(url):
+    from dh_cli.worlds.postgres import PostgresWorld
+
+    return PostgresWorld(url)
+
+
+def _holder(pid: int):
+    from dh_cli.worlds.lease import Holder
+
+    return Holder("host-" + str(pid), "boot-x", pid)
+
+
+def _fence(world, sid: str, epoch: int) -> None:
+    world._rows("SELECT set_config('dh.fence', %s, false)", [f"{sid}:{epoch}"])
+
+
+def _expire(world, sid: str) -> None:
+    world._rows("UPDATE dh.leases SET heartbeat_at = now() - interval '1 hour' WHERE session_id = %s"
+                " RETURNING 1", [sid])
+
+
+@pytest.mark.postgres
+def test_lease_acquire_renew_expire_and_steal(pg_url):
+    from dh_cli.worlds.takeover import holdings, steal
+    from dh_cli.worlds.tenure import Tenure, acquire
+
+    world = _pg(pg_url)
+    world.put_session(session(state="running"))
+    assert acquire(world, "1abc00000000aa", 15, _holder(1)) == 1
+    with pytest.raises(SessionLocked, match="held in the world by dh on host-1"):
+        acquire(world, "1abc00000000aa", 15, _holder(2))
+    assert holdings(world)["1abc00000000aa"].state == "running on host-1"
+    _expire(world, "1abc00000000aa")  # the holder went silent past its TTL
+    assert holdings(world)["1abc00000000aa"].state == "orphaned"
+    assert acquire(world, "1abc00000000aa", 15, _holder(2)) == 2  # the epoch only grows
+    tenure = Tenure(pg_url, "1abc00000000aa", ttl_s=3, epoch=2).start()
+    before = world._rows("SELECT heartbeat_at FROM dh.leases")[0][0]
+    time.sleep(1.5)  # renewed every third of the TTL
+    assert world._rows("SELECT heartbeat_at FROM dh.leases")[0][0] > before and not tenure.lost
+    assert steal(world, "1abc00000000aa", 15) == 3
+    deadline = time.monotonic() + 5
+    while not tenure.lost and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tenure.lost and "epoch 2 -> 3" in tenure.lost["reason"]
+    tenure.stop()
+    assert world._rows("SELECT epoch, released_at FROM dh.leases") == [(3, None)]  # not released by the loser
+
+
+@pytest.mark.postgres
+def test_the_server_refuses_a_stale_holders_writes(pg_url):
+    from dh_cli.errors import WorldError
+    from dh_cli.worlds.fencing import is_fenced
+    from dh_cli.worlds.tenure import acquire
+
+    world, stale = _pg(pg_url), _pg(pg_url)
+    world.put_session(session(state="running"))
+    src = source(world)
+    assert acquire(world, "1abc00000000aa", 15, _holder(1)) == 1
+    _fence(stale, "1abc00000000aa", 1)
+    assert stale.append_records(src, records([(0, 0)])) == 1
+    _expire(world, "1abc00000000aa")
+    assert acquire(world, "1abc00000000aa", 15, _holder(2)) == 2  # taken over
+    for write in (lambda: stale.append_records(src, records([(0, 100)])),
+                  lambda: stale.append_events([Event("1abc00000000aa", 9, "t", None, "x", None, {})]),
+                  lambda: stale.put_session(session(updated="2027-01-01T00:00:00.000Z")),
+                  lambda: stale.put_source(src, update=True)):
+        with pytest.raises(WorldError) as refused:
+            write()
+        assert is_fenced(refused.value)
+    unfenced = _pg(pg_url)  # a write that carries no epoch is refused as well while it is held
+    with pytest.raises(WorldError, match="carries no epoch"):
+        unfenced.append_records(src, records([(0, 100)]))
+    _fence(world, "1abc00000000aa", 2)
+    assert world.append_records(src, records([(0, 100)])) == 1  # the holder writes
+    world._rows("UPDATE dh.leases SET released_at = now() RETURNING 1")
+    with pytest.raises(WorldError):  # released: the old epoch is still refused
+        stale.append_records(src, records([(0, 200)]))
+    assert unfenced.append_records(src, records([(0, 200)])) == 1  # a plain push goes through
+    assert [r.offset for r in world.read_records("1abc00000000aa", src.relpath)] == [0, 100, 200]
+
+
+@pytest.mark.postgres
+def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.worlds.shipper import Shipper
+
+    from . import pg
+
+    srv = pg.server()
+    if not srv.controllable:
+        pytest.skip("the server at DH_TEST_POSTGRES_URL is not ours to stop")
+    local = LocalWorld(tmp_path / "dh.db")
+    made = local.create_session("claude-code", cwd="/w", home="/h", state="running")
+    src = local.put_source(Source(id=0, session_id=made.id, kind="jsonl", relpath="p/s.jsonl", path="/h/p/s.jsonl"))
+    local.append_records(src, records([(0, n * 100) for n in range(10)]))
+    notices = []
+    world = _pg(pg_url)  # the schema, as `dh run --world` makes it before shipping
+    shipper = Shipper(tmp_path / "dh.db", pg_url, made.id, lambda: 1, notices.append).start()
+    _until(lambda: _count(world) == 10)
+    srv.stop("fast")
+    try:
+        local.append_records(src, records([(0, n * 100) for n in range(10, 30)]))
+        time.sleep(2)
+    finally:
+        srv.start()
+        pg.wait_ready(srv)
+    world = _pg(pg_url)
+    _until(lambda: _count(world) == 30, 30)
+    assert shipper.stop()
+    assert len([n for n in notices if "world is behind" in n]) == 1, "\n".join(notices)
+    assert len([n for n in notices if "caught up" in n]) == 1, notices
+    assert [r.raw for r in world.read_records(made.id, "p/s.jsonl")] == [r.raw for r in local.records(made.id)]
+
+
+def _count(world) -> int:
+    try:
+        return world._rows("SELECT count(*) FROM dh.records")[0][0]
+    except Exception:  # noqa: BLE001 - not there yet
+        return -1
+
+
+def _until(predicate, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -142,12 +142,28 @@ def _session_for(world, wrapper, plan, opts, home) -> Session:
         argv=json.dumps(redact_args(plan.argv)), host=socket.gethostname(), state="starting")
 
 
+# A previous attempt may be on its way out (its supervisor, fenced by a takeover, is stopping
+# it: SIGTERM, then SIGKILL after stop_wait, 5 s): wait that long before refusing.
+PREVIOUS_PATIENCE = 8.0
+
+
+def _alive_for(patience: float, pid, create_time) -> bool:
+    import time
+
+    deadline = time.monotonic() + patience
+    while process_alive(pid, create_time):
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def check_previous_attempt(world, session: Session) -> None:
     """Never two harness processes on one session: refuse while the last attempt lives."""
     launched = [e for e in world.events(session.id) if e.type == "launched"]
     if launched:
         last = launched[-1].details
-        if process_alive(last.get("pid"), last.get("create_time")):
+        if _alive_for(PREVIOUS_PATIENCE, last.get("pid"), last.get("create_time")):
             raise SessionLocked(
                 f"the previous attempt of session {session.id} (pid {last['pid']}) is still running",
                 hint="wait for it to exit, or stop it, then resume")

@@ -47,6 +47,7 @@ class RunOptions:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     supervise: bool = True
     notice: callable = print  # one-line messages to the user (stderr)
+    link: object = None  # a live world (worlds/live_world.py WorldLink): lease and replication
 
 
 class Supervisor:
@@ -95,8 +96,12 @@ class Supervisor:
         os.set_blocking(wake_w, False)
         old_wakeup = signal.set_wakeup_fd(wake_w)
         try:
+            if self.opts.link:
+                self.opts.link.attach(self.world.path, self.session.id)
             return self._loop(argv)
         finally:
+            if self.opts.link and hasattr(self.opts.link, "shipper"):
+                self.opts.link.detach()
             signal.set_wakeup_fd(old_wakeup)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -118,6 +123,8 @@ class Supervisor:
                 return self._final_code(attempt, outcome)
             if decision.state == states.FATAL:
                 return self._fatal(attempt, decision.reason)
+            if self.opts.link and not self.opts.link.may_relaunch():
+                return self._not_mine(attempt)
             if self._sleep(decision.delay):
                 return 128 + self.user_signal
             argv, kept = self._resume_argv(attempt)
@@ -209,6 +216,9 @@ class Supervisor:
             if self.user_signal and forwarded is None:
                 forwarded = self.user_signal
                 self._stop(child, self.user_signal)
+            elif self.opts.link and self.opts.link.taken_over() and forwarded is None:
+                forwarded = signal.SIGTERM  # another machine runs the session now
+                self._stop(child, signal.SIGTERM)
             elif self._stalled(child):
                 attempt.stalled = True
                 self._event("stall", {"timeout": self.opts.stall_timeout}, attempt.number, "intent")
@@ -344,6 +354,13 @@ class Supervisor:
                          f"Resume it by hand with: dh resume {self.session.id}")
         sig = exit_signal(attempt.rc)
         return 128 + sig if sig else (attempt.rc or 1)
+
+    def _not_mine(self, attempt: Attempt) -> int:
+        """The world's lease is another's now (or could not be renewed): no relaunch here."""
+        why = self.opts.link.taken_over() or "its lease in the world could not be renewed in time"
+        self._event("lease_lost", {"reason": why}, attempt.number)
+        self.opts.notice(f"dh: not relaunching session {self.session.id}: {why}")
+        return 4  # as SessionLocked: another holder has it
 
     def _event(self, type_: str, details: dict, attempt: int | None = None, phase: str = "info"):
         # argv, resume plans and tool command lines: never a secret in the log

@@ -79,18 +79,27 @@ def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
 @app.command("status")
 def status_command(world: Annotated[str, typer.Argument(help="The world to compare with: postgres")] = "postgres",
                    url: UrlOpt = None, json_: JsonOpt = False) -> None:
-    """Compare the local log with the world: local only, server only, in sync, ahead.
+    """Compare the local log with the world (local only, server only, in sync, ahead), and
+    show who holds each session: holder, lease age, epoch, state (running here, running on
+    HOST, orphaned, finished).
 
     Example:
       $ dh world status
       $ dh world status postgres --json
     """
-    rows = status(LocalWorld(), open_remote(world, url))
+    from .listing import HOLD_COLUMNS, hold_cells, hold_dict
+    from .takeover import holdings
+
+    remote = open_remote(world, url)
+    rows, held = status(LocalWorld(), remote), holdings(remote)
     if json_:
-        output.print_json([r.to_dict() for r in rows])
+        output.print_json([{**r.to_dict(), **hold_dict(held.get(r.session_id))} for r in rows])
         return
-    output.table(None, ["session", "harness", "status", "local records", "server records"],
-                 [[r.session_id, r.harness, r.status, r.local_records, r.server_records] for r in rows])
+    leased = any(h.holder for h in held.values())  # the lease columns only once there are leases
+    output.table(None, ["session", "harness", "status", "local records", "server records",
+                        *(HOLD_COLUMNS if leased else [])],
+                 [[r.session_id, r.harness, r.status, r.local_records, r.server_records,
+                   *(hold_cells(held.get(r.session_id)) if leased else [])] for r in rows])
 
 
 @app.command("records")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import SessionLocked
 
-TTL_S = 60  # a holder that misses renewals this long (crash, lost network) gives the lease up
+TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
 
 
 def boot_id() -> str:
@@ -42,8 +42,9 @@ _ACQUIRE = """
     VALUES (%(sid)s, %(host)s, %(boot)s, %(pid)s, 1, now(), %(ttl)s)
     ON CONFLICT (session_id) DO UPDATE SET holder_host = EXCLUDED.holder_host,
         holder_boot_id = EXCLUDED.holder_boot_id, holder_pid = EXCLUDED.holder_pid,
-        epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s
-    WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now()
+        epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s, released_at = NULL,
+        prev_host = l.holder_host, prev_epoch = l.epoch
+    WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now() OR l.released_at IS NOT NULL
        OR (l.holder_host, l.holder_boot_id, l.holder_pid) = (EXCLUDED.holder_host,
            EXCLUDED.holder_boot_id, EXCLUDED.holder_pid)
     RETURNING epoch"""
@@ -56,10 +57,15 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def acquire(self) -> "Lease":
+    def acquire(self, adopt_epoch: int | None = None) -> "Lease":
         args = {"sid": self.session_id, "host": self.holder.host, "boot": self.holder.boot_id,
                 "pid": self.holder.pid, "ttl": self.ttl_s}
-        rows = self.world._rows(_ACQUIRE, args)
+        if adopt_epoch is not None:  # claimed for this process by a worker or --steal (tenure.py)
+            from .tenure import adopt
+
+            rows = [(adopt(self.world, self.session_id, adopt_epoch, self.ttl_s),)]
+        else:
+            rows = self.world._rows(_ACQUIRE, args)
         if not rows:
             raise self._held_elsewhere()
         self.epoch = rows[0][0]
@@ -97,8 +103,9 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self.epoch is not None:
-            self.world._rows("DELETE FROM dh.leases WHERE session_id = %s AND epoch = %s"
-                             " RETURNING 1", [self.session_id, self.epoch])
+            # kept, epoch and all: an older epoch's writes stay refused (fencing.py)
+            self.world._rows("UPDATE dh.leases SET released_at = now() WHERE session_id = %s"
+                             " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
             self.epoch = None
 
     def release_and_close(self) -> None:
@@ -114,7 +121,8 @@ class Lease:
         self.release()
 
 
-def hold_and_pull(local, world_name: str, ref: str, url: str | None = None):
+def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
+                  ttl_s: float | None = None, adopt_epoch: int | None = None):
     """`dh resume --world`: find the session in the world, take its lease (refused while
     another holder's is live), then pull it. (session id, records added or None, where from,
     the lease; release it, which also closes the world, when the resume ends)."""
@@ -124,7 +132,7 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None):
     remote = open_remote(world_name, url)
     try:
         found = remote.find_session(ref)
-        lease = Lease(remote, found.id).acquire()
+        lease = Lease(remote, found.id, round(ttl_s or TTL_S)).acquire(adopt_epoch)
     except BaseException:
         remote.close()
         raise

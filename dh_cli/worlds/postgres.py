@@ -32,6 +32,7 @@ from ..errors import AmbiguousSession, ConfigError, SessionLocked, SessionNotFou
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 from ..models import Event, Record, Session, Source
 from ..util import redact_url
+from .fencing import M016_FENCING
 from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
 from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, check_ref, decode_raw
 
@@ -96,6 +97,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     # a credential in every record it sends; 'raw' keeps native bytes, for a trusted world.
     ("m011_settings", """
         CREATE TABLE dh.settings (name text PRIMARY KEY, value text NOT NULL)"""),
+    # Live replication and takeover (issue 15): the server refuses writes that do not carry
+    # the session's current lease epoch (fencing: a stale holder cannot write, whatever its
+    # code does), a refusal reason and the previous holder on the lease row, and a NOTIFY on
+    # every lease change so that workers wake without polling. See fencing.py.
+    ("m016_fencing", M016_FENCING),
     # Workspace snapshots (dh_cli/workspace/), as in the local log's m025/m026: objects are
     # keyed by their sha256 alone, so every machine and session shares one copy of a blob.
     ("m019_workspace_objects", """

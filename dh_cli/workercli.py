@@ -1,0 +1,44 @@
+"""`dh worker`: a long-running process that takes over sessions whose machine died."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from . import output
+from .errors import UsageError
+
+
+def worker_command(
+    world_name: Annotated[str, typer.Option("--world", help="The shared world to serve: postgres")] = "postgres",
+    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only take over sessions of this harness (repeatable)")] = None,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", min=1, help="Sessions resumed here at once")] = 4,
+    lease_ttl: Annotated[Optional[float], typer.Option("--lease-ttl", help="TTL of the leases it takes (default 15, or the config's lease_ttl)")] = None,
+) -> None:
+    """Take over sessions whose machine died mid-turn: claim, pull, repair, resume here.
+
+    Sessions are resumed in their working directory when it exists on this machine (else
+    refused, the reason kept in the world), under this machine's harness homes, with their
+    lease held and replicated live. Ctrl-C or SIGTERM hands them back to the world.
+
+    Example:
+      $ dh worker --world postgres --url postgresql://dh@db.internal/dh
+      $ dh worker --harness claude-code --max-sessions 2
+    """
+    if world_name != "postgres":
+        raise UsageError(f"unknown world {world_name!r}", hint="dh worker serves: postgres")
+    from .config import load as load_config
+    from .worlds.postgres import resolve_url
+    from .worlds.worker import Worker, WorkerOptions
+    from .wrappers import get as get_wrapper
+
+    settings = load_config({}).settings
+    names = [get_wrapper(h).name for h in harness] if harness else None
+    ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
+    if ttl <= 0:
+        raise UsageError("--lease-ttl must be more than 0 seconds")
+    opts = WorkerOptions(resolve_url(url or settings.postgres_url), names, max_sessions, ttl,
+                         output.note)
+    raise typer.Exit(Worker(opts).run())

@@ -1,0 +1,224 @@
+"""`dh worker`: takes over sessions whose machine died mid-turn (issue 15).
+
+The worker sleeps on its LISTEN connection (woken by any lease change: takeovers, new
+leases, releases) or until the next live lease would lapse, claims orphaned sessions
+(takeover.claim: SKIP LOCKED, the epoch moves to this worker) and resumes each in a child
+`dh resume S --world postgres --lease-epoch E`: the very path of a manual resume (pull, the
+native state rebuilt under this machine's harness home, the cut step repaired), whose
+supervisor adopts the claimed lease and replicates live.
+
+A session is refused, with the reason written on its lease row, when its cwd does not exist
+here (or is not a folder this user owns: a world row must not choose where a harness runs).
+
+Stopping (Ctrl-C, SIGTERM) hands the sessions back: each child gets SIGUSR1, stops its
+harness without marking the session ended, ships what it logged and lets its lease lapse at
+once, so another worker can claim it. A child that does not stop in time is fenced off (its
+lease moved to the worker) and killed."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from ..errors import WorldError
+from ..paths import dh_home
+from .fencing import LEASE_CHANNEL
+from .live_world import HAND_BACK
+from .takeover import Claim, _execute, claim, steal
+
+IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
+
+
+@dataclass
+class WorkerOptions:
+    url: str
+    harnesses: list[str] | None = None
+    max_sessions: int = 4
+    ttl_s: float = 15.0
+    notice: object = print
+    extra_args: list[str] = field(default_factory=list)  # passed to each `dh resume`
+
+
+class Worker:
+    def __init__(self, opts: WorkerOptions):
+        self.opts = opts
+        self.children: dict[str, tuple[subprocess.Popen, Claim]] = {}
+        self.unadopted: dict[str, int] = {}  # claimed, the child has not taken the lease yet
+        self.stopping = False
+
+    def run(self) -> int:
+        world = self._connect()  # a first failure is the user's error: one Error: line
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        old = signal.set_wakeup_fd(wake_w)
+        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        chld = signal.signal(signal.SIGCHLD, lambda *_: None)  # its byte on the pipe wakes us
+        self.opts.notice(f"dh worker: waiting for orphaned sessions in {world.shown}")
+        try:
+            world = self._serve(world, wake_r)
+            self._hand_back(world)
+        finally:
+            signal.set_wakeup_fd(old)
+            for sig, handler in {**handlers, signal.SIGCHLD: chld}.items():
+                signal.signal(sig, handler)
+            os.close(wake_r)
+            os.close(wake_w)
+            _close(world)
+        return 0
+
+    def _connect(self):
+        from .postgres import PostgresWorld
+
+        world = PostgresWorld(self.opts.url)
+        _execute(world, f"LISTEN {LEASE_CHANNEL}")
+        return world
+
+    def _serve(self, world, wake_r: int):
+        """Claim and sleep until stopped; a lost server is waited for (with backoff), not
+        fatal: the children keep their own connections and the local log."""
+        failures = 0
+        while not self.stopping:
+            try:
+                world = world or self._connect()
+                self._reap()
+                self._keep_unadopted(world)
+                self._claim_all(world)
+                self._sleep(world, wake_r)
+                failures = 0
+            except (WorldError, psycopg.Error) as exc:
+                if not failures:
+                    self.opts.notice(f"dh worker: lost the world ({exc}); trying again")
+                failures += 1
+                world = _close(world)
+                select.select([wake_r], [], [], min(30.0, 0.5 * 2 ** failures))
+                _drain(wake_r)
+        return world or self._connect_quietly()
+
+    def _connect_quietly(self):
+        try:
+            return self._connect()
+        except WorldError:
+            return None
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stopping = True
+
+    # claiming -------------------------------------------------------------------------------
+    def _claim_all(self, world) -> None:
+        while len(self.children) < self.opts.max_sessions and not self.stopping:
+            got = claim(world, self.opts.ttl_s, self.opts.harnesses, self._refusal)
+            if got is None:
+                return
+            self._start(got)
+
+    def _refusal(self, candidate: Claim) -> str | None:
+        cwd = candidate.cwd
+        if not cwd or not os.path.isdir(cwd):
+            return f"its working directory {cwd} does not exist on this machine"
+        if Path(cwd).stat().st_uid != os.getuid():
+            return f"its working directory {cwd} is not this user's on this machine"
+        return None
+
+    def _start(self, got: Claim) -> None:
+        folder = dh_home() / "worker"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = open(folder / f"{got.session_id}.log", "ab")
+        argv = [sys.executable, "-m", "dh_cli", "resume", got.session_id, "--world", "postgres",
+                "--url", self.opts.url, "--lease-epoch", str(got.epoch),
+                "--lease-ttl", str(self.opts.ttl_s), *self.opts.extra_args]
+        child = subprocess.Popen(argv, cwd=got.cwd, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=log, start_new_session=True)
+        log.close()
+        self.children[got.session_id] = (child, got)
+        self.unadopted[got.session_id] = got.epoch
+        self.opts.notice(f"dh worker: took over session {got.session_id} from {got.from_host} "
+                         f"(epoch {got.from_epoch} -> {got.epoch}); resuming it in {got.cwd}")
+
+    def _keep_unadopted(self, world) -> None:
+        """Renew the leases claimed for children that have not adopted them yet: a child
+        slow to start (a loaded machine) must not lose its claim to another worker."""
+        for sid, epoch in list(self.unadopted.items()):
+            renewed = world._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
+                                  " AND epoch = %s AND holder_pid = %s RETURNING 1",
+                                  [sid, epoch, os.getpid()])
+            if not renewed or sid not in self.children:
+                del self.unadopted[sid]
+
+    def _reap(self) -> None:
+        for sid, (child, _) in list(self.children.items()):
+            if child.poll() is not None:
+                del self.children[sid]
+                self.opts.notice(f"dh worker: session {sid} ended here (dh resume exited with "
+                                 f"{child.returncode})")
+
+    def _sleep(self, world, wake_r: int) -> None:
+        timeout = _next_lapse(world)
+        if self.unadopted:
+            timeout = min(timeout, self.opts.ttl_s / 3)
+        ready, _, _ = select.select([world.conn.fileno(), wake_r], [], [], timeout)
+        if wake_r in ready:
+            _drain(wake_r)
+        if world.conn.fileno() in ready:
+            for _ in world.conn.notifies(timeout=0.01):
+                pass
+
+    # stopping -------------------------------------------------------------------------------
+    def _hand_back(self, world) -> None:
+        """Take each child's lease back, wait for the children to stop, and let the leases
+        lapse now: the sessions stay open (not ended by a user) for another worker."""
+        if world is None:  # no server: the children stop when their leases cannot be renewed
+            for child, _ in self.children.values():
+                os.killpg(child.pid, signal.SIGTERM)
+            return
+        self._reap()
+        for child, _ in self.children.values():  # each ships what it has, then lets go
+            child.send_signal(HAND_BACK)
+        taken = {}
+        for sid, (child, _) in self.children.items():
+            try:
+                child.wait(timeout=self.opts.ttl_s + 15)
+                continue
+            except subprocess.TimeoutExpired:  # unresponsive: fenced off, then killed
+                if (epoch := steal(world, sid, self.opts.ttl_s, only_held=True)) is not None:
+                    taken[sid] = epoch
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        for sid, epoch in taken.items():
+            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
+                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
+                        [sid, epoch, LEASE_CHANNEL])
+        self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
+
+
+def _next_lapse(world) -> float:
+    """Seconds until the next held, open lease would lapse (then it may be claimable)."""
+    rows = world._rows("SELECT extract(epoch FROM min(heartbeat_at + make_interval(secs => ttl_s))"
+                       " - now()) FROM dh.leases WHERE released_at IS NULL AND refused IS NULL"
+                       " AND heartbeat_at + make_interval(secs => ttl_s) > now()")
+    left = rows[0][0]
+    return IDLE_WAIT if left is None else min(IDLE_WAIT, max(0.05, float(left) + 0.05))
+
+
+def _close(world) -> None:
+    if world is not None:
+        try:
+            world.close()
+        except Exception:  # noqa: BLE001 - a broken connection closes as well as it can
+            pass
+    return None
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
