@@ -120,7 +120,7 @@ def test_a_push_masks_by_default_and_a_raw_world_keeps_bytes(session, tmp_path, 
     assert rebuilt.returncode == 0 and "came from a world that masks credentials" in rebuilt.stderr
     assert dh("world", "records", "postgres", "raw", env=env).stdout.strip().endswith("records raw")
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE dh.records, dh.events, dh.sources, dh.sessions, dh.leases")
+        conn.execute("TRUNCATE dh.ws_snapshots, dh.records, dh.events, dh.sources, dh.sessions, dh.leases")
     assert dh("world", "push", "postgres", env=env).returncode == 0
     with psycopg.connect(pg_url) as conn:
         stored = b"".join(bytes(r[0]) for r in conn.execute("SELECT raw FROM dh.records"))
