@@ -27,6 +27,10 @@ FIRST_STALLED = {"replies": [dict(SCRIPT["replies"][0], delay_s=60, delay_times=
                              *SCRIPT["replies"][1:]]}
 
 
+def names(argv: list[str], native_id: str) -> bool:
+    """The resume argv names the session: as its own word or as --flag=ID (issue 14's form)."""
+    return any(a == native_id or a.endswith("=" + native_id) for a in argv)
+
 def trust_project(rig) -> None:
     """Codex's TUI asks whether to trust the folder unless config.toml says so."""
     config = rig.tmp / ".codex" / "config.toml"
@@ -116,7 +120,7 @@ def test_tui_session_is_found_mirrored_and_resumed_by_id(real_rig, harness):
         drain_until(lambda: [e.type for e in events(rig)].count("launched") == 2, timeout=60)
         (plan,) = [e.details for e in events(rig) if e.type == "resume_plan"]
         assert plan["mode"] == "resume", plan
-        assert session["harness_session_id"] in plan["argv"], plan
+        assert names(plan["argv"], session["harness_session_id"]), plan
         assert rig.server.completed_counts()[0] == 1  # reply 0 was not asked for again
     finally:
         kill_tree(child.pid)
@@ -141,6 +145,6 @@ def test_headless_opencode_killed_before_it_printed_an_id(real_rig):
     code, err = finish(dh)
     assert code == 0, err
     (plan,) = [e.details for e in events(rig) if e.type == "resume_plan"]
-    assert plan["mode"] == "resume" and session_of(rig)["harness_session_id"] in plan["argv"]
+    assert plan["mode"] == "resume" and names(plan["argv"], session_of(rig)["harness_session_id"])
     assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
     check_log_holds_every_record_once(rig, "opencode")

@@ -16,7 +16,7 @@ from dh_cli import shims
 from dh_cli.wrappers import get
 from tests.rig import HEADLESS_ARGS
 
-from .test_real_harnesses import (STALL_SCRIPT, check_log_holds_every_record_once,
+from .test_real_harnesses import (STALL_SCRIPT, check_log_holds_every_record_once, logged,
                                   check_no_rebilling, events, final_text_logged, finish,
                                   launched_pid, read)
 
@@ -50,9 +50,13 @@ def test_real_harness_through_a_shim_crash_then_resume(real_rig, installed, harn
     real = real_links(rig, installed)
     binary = get(harness).binary
     shims.install([get(harness)], rig.tmp / "shims")
-    path = f"{rig.tmp / 'shims'}:{rig.tmp / 'real-bin'}:{SYSTEM}"
+    # the shims first; a Node >= 22.19 next for Pi 1.x (the newest set), as a user's PATH has it
+    path = ":".join([str(rig.tmp / "shims"), *installed.path_first, str(rig.tmp / "real-bin"), SYSTEM])
     dh = spawn_through_shim(rig, binary, path, harness)
     rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=240)
+    # Claude Code may send reply #1's request before its tool rows are on disk (seen under
+    # load; test_real_harnesses.py says more): kill once the tool result is in the log
+    rig.server.wait_for(lambda _log: logged(rig, "tool_result") >= 1, timeout=60)
     os.killpg(launched_pid(rig), signal.SIGKILL)
     code, err = finish(dh)
     assert code == 0, err
