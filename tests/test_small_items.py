@@ -4,8 +4,6 @@ DH_DB_TIMEOUT=-1/nan there too.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,18 +15,12 @@ from dh_cli.worlds.local import LocalWorld
 from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
 from .test_bad_input import one_error
+from .test_import_identity import dh  # one `dh` process helper for both files
+
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
 
 
-def dh(*args, env=None, cwd=None, wait=True):
-    cmd = [sys.executable, "-m", "dh_cli", *args]
-    env = {**os.environ, **(env or {})}
-    if not wait:
-        return subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=180,
-                          stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
