@@ -35,6 +35,19 @@ def run_import(home, dh_home, kill_after: float | None = None, pool_mb: str = "3
     return proc.wait()
 
 
+def _left_behind(home, wait: float = 5.0) -> list:
+    """Processes still running for this import's home a moment after the kills."""
+    import psutil
+
+    deadline = time.monotonic() + wait
+    while True:
+        left = [p for p in psutil.process_iter(["cmdline", "status"])
+                if str(home) in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("pool_mb", ["32", "1"], ids=["in-process", "parse-pool"])
 def test_killed_import_resumes_to_the_same_log(tmp_path, pool_mb):
     """pool_mb 1: every file is parsed by the second process (mirror/parse_pool.py)."""
@@ -49,6 +62,7 @@ def test_killed_import_resumes_to_the_same_log(tmp_path, pool_mb):
     codes = [run_import(home, killed, kill_after=delay, pool_mb=pool_mb)
              for delay in (0.3, 0.6, 0.9, 1.2)]
     assert -signal.SIGKILL in codes, "no kill landed while the import was running"
+    assert not _left_behind(home), "a killed dh import left a process behind (its parse worker)"
     assert run_import(home, killed, pool_mb=pool_mb) == 0
     assert log_content(killed) == expected
     total = sum(p.stat().st_size for p in home.rglob("*.jsonl"))
