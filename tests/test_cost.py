@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.require import skip_if_missing
+
 from dh_cli.pricing import Pricer
 
 from .conftest import FIXTURES, fixture_home, scenarios
@@ -87,8 +89,8 @@ def _ccusage(config_dir: Path) -> dict:
     return json.loads(done.stdout)["totals"]
 
 
-@pytest.mark.skipif(CCUSAGE is None and not os.environ.get("CI"),  # in CI: fail, never skip
-                    reason="ccusage is not installed (npm install --prefix"
+@skip_if_missing(CCUSAGE is None,  # required (CI): fail, never skip
+                 "ccusage is not installed (npm install --prefix"
                     " ~/.cache/dh-e2e/ccusage ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24)")
 def test_costs_equal_what_ccusage_reports(tmp_path, run_dh, monkeypatch):
     """The real ccusage over the same files: the real fixtures, and a transcript with cache reads."""

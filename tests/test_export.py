@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.require import skip_if_missing
+
 from dh_cli.export import timeline
 from dh_cli.worlds.local import LocalWorld
 
@@ -114,7 +116,7 @@ def page_requests(net_log) -> list[dict]:
 ARTIFACTS = Path(os.environ.get("DH_TEST_ARTIFACTS", Path(tempfile.gettempdir()) / "dh-test-artifacts"))
 
 
-@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
+@skip_if_missing(not CHROMIUM, "chromium is not installed (.ci/run installs it with apt-get)")
 def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn(crashed, run_dh, tmp_path):
     page = tmp_path / "session.html"
     page.write_bytes(run_dh("log", "export", crashed[0], "--format", "html").stdout_bytes)
@@ -139,7 +141,7 @@ def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn
     assert re.search(r'class="span model".*?<span class="dur">\d+ ms</span>', dom, re.S)  # durations
 
 
-@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
+@skip_if_missing(not CHROMIUM, "chromium is not installed (.ci/run installs it with apt-get)")
 def test_the_network_check_sees_a_page_that_does_fetch(tmp_path):
     """The control: the same net-log check catches a page with remote assets."""
     page = tmp_path / "remote.html"

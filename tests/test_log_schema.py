@@ -10,6 +10,8 @@ from pathlib import Path
 
 import lz4.block
 import pytest
+
+from tests.require import skip_if_missing
 from sqlite_utils import Database
 
 from dh_cli import wrappers
@@ -41,7 +43,7 @@ def real_log(tmp_path, run_dh, dh_home):
     return dh_home / "dh.db"
 
 
-@pytest.mark.skipif(not SQLITE_UTILS, reason="the sqlite-utils CLI is not installed")
+@skip_if_missing(not SQLITE_UTILS, "the sqlite-utils CLI is not installed")
 def test_json_extract_over_every_record_succeeds_with_long_lines(real_log):
     world = LocalWorld()
     total, packed = world.conn.execute("SELECT COUNT(*), COUNT(packed) FROM records").fetchone()
@@ -85,7 +87,7 @@ def test_tool_status_model_and_the_views(real_log):
     assert conn.execute("SELECT COUNT(*) FROM attempts").fetchone() == (0,)  # imported: no launches
 
 
-@pytest.mark.skipif(not SQLITE_UTILS, reason="the sqlite-utils CLI is not installed")
+@skip_if_missing(not SQLITE_UTILS, "the sqlite-utils CLI is not installed")
 def test_the_documented_example_queries_run(real_log, run_dh):
     per_session, slowest, commands = (query(real_log, sql) for _, sql in EXAMPLES)
     assert [(r["harness"], r["calls"], r["tokens_in"]) for r in per_session] == [

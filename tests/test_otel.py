@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.require import skip_if_missing, skip_or_fail
+
 from .test_export import ARTIFACTS, CHROMIUM, crashed  # noqa: F401 (a fixture)
 
 PHOENIX = next(iter(p for p in [os.environ.get("DH_PHOENIX"),
@@ -110,8 +112,8 @@ def phoenix(tmp_path):
         log.close()
 
 
-@pytest.mark.skipif(PHOENIX is None and not os.environ.get("CI"),  # in CI: fail, never skip
-                    reason="arize-phoenix is not installed (python -m venv"
+@skip_if_missing(PHOENIX is None,  # required (CI): fail, never skip
+                 "arize-phoenix is not installed (python -m venv"
                     " ~/.cache/dh-e2e/phoenix && ~/.cache/dh-e2e/phoenix/bin/pip install arize-phoenix)")
 def test_the_trace_arrives_in_a_real_phoenix_and_its_ui_shows_it(crashed, run_dh, phoenix, tmp_path):
     sent = run_dh("log", "trace", crashed[0], "--endpoint", phoenix + "/v1/traces", "--json")
@@ -134,7 +136,7 @@ def test_the_trace_arrives_in_a_real_phoenix_and_its_ui_shows_it(crashed, run_dh
     assert chat["span_kind"] == "LLM" and chat["attributes"]["gen_ai.request.model"] == "claude-opus-4-8"
     assert [e["name"] for e in turn["events"]][:2] == ["dh.crash", "dh.resume"]
     if not CHROMIUM:
-        pytest.skip("chromium is not installed: the spans arrived, the UI was not looked at")
+        skip_or_fail("chromium is not installed: the spans arrived, the UI was not looked at")
     project = json.loads(urllib.request.urlopen(phoenix + "/v1/projects", timeout=10).read())["data"][0]["id"]
     page = f"{phoenix}/projects/{project}/traces/{root['context']['trace_id']}"
     shot = tmp_path / "phoenix.png"

@@ -32,6 +32,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.require import skip_or_fail
+
 from dh_cli.mirror.opencode_db import session_rows
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.wrappers.opencode import row_key
@@ -382,7 +384,7 @@ def test_no_traffic_leaves_loopback(real_rig, harness):
     trace = rig.tmp / "connect.trace"
     strace = strace_argv(trace)
     if isinstance(strace, str):
-        pytest.skip(strace)
+        skip_or_fail(strace)
     argv = [*strace, sys.executable, "-m", "dh_cli", "run", harness, "--",
             *HEADLESS_ARGS[harness]("Create the files.")]
     dh = subprocess.Popen(argv, cwd=rig.proj, env=rig.env, stdin=subprocess.DEVNULL,
