@@ -9,13 +9,15 @@ import sys
 
 import typer
 
-from . import __version__, configcli, democli, doctorcli, helptypes, logcli, output, shimcli, statuscli
+from . import __version__, helptypes, output
+from .commands import config as configcli, demo as democli, doctor as doctorcli, log as logcli
+from .commands import shim as shimcli, status as statuscli
 from .errors import DhError
-from .mirror.cli import import_command
-from .workercli import worker_command
-from .worlds import cli as worlds_cli
+from .commands.mirror import import_command
+from .commands.worker import worker_command
+from .commands import world as worlds_cli
 from .workspace import cli as workspace_cli
-from .runcli import resume_command, run_command
+from .commands.run import resume_command, run_command
 from .worlds.local import db_error
 from . import paths
 

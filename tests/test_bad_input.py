@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from dh_cli import wrappers
-from dh_cli.logview import build_view
+from dh_cli.logviews.logview import build_view
 from dh_cli.mirror.session import SessionMirror
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld

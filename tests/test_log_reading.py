@@ -14,7 +14,7 @@ import pytest
 
 from dh_cli import wrappers
 from dh_cli.errors import HarnessNotFound
-from dh_cli.sessionlist import MIN_PREFIX, relative, short_prefixes
+from dh_cli.logviews.sessionlist import MIN_PREFIX, relative, short_prefixes
 from dh_cli.supervisor.launch import find_binary
 from dh_cli.worlds.local import LocalWorld
 

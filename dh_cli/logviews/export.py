@@ -15,7 +15,7 @@ import re
 from typing import Iterator
 
 from .logview import SessionView, stream_items, view_header
-from .models import Session
+from ..models import Session
 
 FORMATS = ("md", "html", "jsonl", "otlp")
 

@@ -16,10 +16,10 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
-from .models import Parsed, Session
-from .pricing import Pricer, session_cost
-from .wrappers import get as get_wrapper
-from .wrappers.base import Wrapper
+from ..models import Parsed, Session
+from ..pricing import Pricer, session_cost
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import Wrapper
 
 HOLD_MAX = 5000  # items held behind an unanswered tool call before they are let go anyway
 TAIL = 500  # parsed records of the current turn kept to tell whether it finished
