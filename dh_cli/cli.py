@@ -18,7 +18,7 @@ from .commands.worker import worker_command
 from .commands import world as worlds_cli
 from .workspace import cli as workspace_cli
 from .commands.run import resume_command, run_command
-from .worlds.local import db_error
+from .worlds.local_conn import db_error
 from . import paths
 
 ROOT_HELP = """Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.

@@ -40,6 +40,10 @@ class LogDbError(DhError):
     exit_code = 3
 
 
+class LogConflict(LogDbError):
+    """The log refused a change that would break one of its keys (a source's relpath taken)."""
+
+
 class NativeStateError(DhError):
     """Native session state is missing, unreadable or not what dh expects."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..pricing import Pricer, session_cost
-from ..worlds.local import STORED_RAW, decode_raw
+from ..worlds.rows import STORED_RAW, decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..confine import place, under
-from ..errors import NativeStateError
+from ..errors import LogConflict, NativeStateError
 from ..models import Record, Session, Source
 from ..util import short_hash
 from ..wrappers.base import Wrapper
@@ -153,7 +152,7 @@ def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan
                               "generation": moved.generation, "records": changed})
     try:
         world.commit(moved, records, [event], moved=True)
-    except sqlite3.IntegrityError:  # the new relpath taken by another source of the session
+    except LogConflict:  # the new relpath taken by another source of the session
         raise NativeStateError(f"cannot move {source.relpath!r} to {relpath!r}: the log already "
                                "has a source there") from None
 
