@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dh_cli.logviews.export import timeline
+from dh_cli.logviews.timeline import timeline
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home, scenarios
