@@ -96,12 +96,11 @@ def log_search(
       $ dh log search migration --harness codex --since 3d --json
     """
     from ..logviews.sessionlist import parse_since, short_prefixes
-    from ..worlds.search import search
     from ..wrappers import get
 
     world = LocalWorld()
-    hits = search(world.conn, text, get(harness).name if harness else None,
-                  parse_since(since) if since else None, limit)
+    hits = world.search(text, get(harness).name if harness else None,
+                        parse_since(since) if since else None, limit)
     if json_:
         output.print_json([h.to_dict() for h in hits])
         return
@@ -386,9 +385,9 @@ def log_status(
             output.out.print(f"log: {where} (not created yet: dh creates it on first use)", markup=False)
         return
     world = LocalWorld(migrate=False)
-    applied, pending = migrations.applied(world.conn), migrations.pending(world.conn)
+    applied, pending = world.schema_state()
     data = {"path": str(world.path), "exists": True, "applied": applied, "pending": pending,
-            "sessions": world.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]}
+            "sessions": world.session_count()}
     if json_:
         output.print_json(data)
         return

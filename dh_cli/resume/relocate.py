@@ -25,6 +25,7 @@ from ..wrappers.base import Wrapper
 from ..wrappers.claude import MAX_SLUG, project_slug
 from ..wrappers.opencode import row_key
 from ..wrappers.pi import pi_session_dir_name
+from ..worlds.log import Log
 from .cwd_rewrite import rewrite_record
 
 SPAN = 4096  # as the tailer fingerprints a file: its first and last 4 KiB
@@ -248,7 +249,7 @@ def describe(plan: Relocation) -> str:
     return f"dh: session {plan.session_id} rebuilt under {plan.new_home} (recorded under {plan.old_home})"
 
 
-def relocate_for_resume(world, wrapper: Wrapper, session: Session, opts, move_to: str | None,
+def relocate_for_resume(world: Log, wrapper: Wrapper, session: Session, opts, move_to: str | None,
                         rehome: bool) -> Session:
     """The resume step: relocate when needed, say so, and point the launch at the session's
     (possibly new) working directory. Returns the session as the log now has it."""

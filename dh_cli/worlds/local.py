@@ -128,6 +128,16 @@ class LocalWorld(LocalRecords, LocalPlaces, LocalConnection):
             f"{where} ORDER BY created_at LIMIT 1", [harness, native_id, *args]).fetchone()
         return Session(*row) if row else None
 
+    def session_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+
+    def search(self, text: str, harness: str | None = None, since: str | None = None,
+               limit: int = 50) -> list:
+        """Records whose text holds every word of `text`, best first (see search.py)."""
+        from .search import search
+
+        return search(self.conn, text, harness, since, limit)
+
     def list_sessions(self, harness: str | None = None) -> list[dict]:
         where, args = ("WHERE s.harness = ?", [harness]) if harness else ("", [])
         sql = f"""

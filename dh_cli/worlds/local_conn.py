@@ -148,6 +148,10 @@ class LocalConnection:
     def close(self) -> None:
         self.conn.close()
 
+    def schema_state(self) -> tuple[list[str], list[str]]:
+        """(migrations applied, migrations pending) of this log, by name (`dh log schema`)."""
+        return migrations.applied(self.conn), migrations.pending(self.conn)
+
     def be_patient(self, seconds: float, on_wait=None) -> None:
         """For a supervising dh: wait up to `seconds` for the write lock instead of failing
         after DH_DB_TIMEOUT, and ask for it often (every few ms, like the processes holding it
