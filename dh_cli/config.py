@@ -105,6 +105,7 @@ PROCESS_ENV = [
                          "in a second process. Default: 32, and then only while a core is spare; "
                          "set, it always does."),
     ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
+    ("DH_DISABLE", "Set to 1 and a dh shim runs the real harness directly, without dh."),
     ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),
 ]
 
