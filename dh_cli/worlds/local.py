@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 from ..errors import AmbiguousSession, SessionNotFound
 from ..models import Event, Record, Session, Source
@@ -21,6 +22,9 @@ from .local_places import LocalPlaces, check_ref
 from .local_records import READ_ROWS, LocalRecords, insert_rows
 from .rows import (DEFLATE, LZ4, RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, STORED_RAW, column,
                    decode_raw, encode_raw, encode_rows, record_row)
+
+if TYPE_CHECKING:
+    from .search import Hit
 
 # LocalWorld, and the names the mirror, the views and the tests imported from here before the
 # split into rows.py / local_conn.py / local_records.py (new code imports them from there).
@@ -132,7 +136,7 @@ class LocalWorld(LocalRecords, LocalPlaces, LocalConnection):
         return self.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
     def search(self, text: str, harness: str | None = None, since: str | None = None,
-               limit: int = 50) -> list:
+               limit: int = 50) -> list[Hit]:
         """Records whose text holds every word of `text`, best first (see search.py)."""
         from .search import search
 
