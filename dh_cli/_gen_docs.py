@@ -19,53 +19,16 @@ from pathlib import Path
 
 import typer
 
+from . import config, errors
+
 ROOT = Path(__file__).resolve().parent.parent
 NO_DETECT = "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"
 SHELLS = {"bash": "dh.bash", "zsh": "_dh", "fish": "dh.fish"}
 
-EXIT_CODES = [
-    ("0", "Success."),
-    ("1", "Failure: a session not found, native state missing or unreadable, a check failed."),
-    ("2", "Usage error: a bad option or argument, an unknown harness, a bad config file."),
-    ("3", "The log database is corrupt, locked, unwritable or from a newer dh."),
-    ("4", "The session is locked: another dh process is running it."),
-    ("5", "A remote world (PostgreSQL) is unreachable or refused the connection."),
-    ("127", "The harness binary was not found."),
-    ("130", "Interrupted by Ctrl-C (for example `dh log show --follow`)."),
-    ("N", "dh run and dh resume exit with the harness's own exit code when it finishes, "
-          "and with 128+signal when it was killed for good (after the restart budget) "
-          "or when dh itself was stopped by that signal."),
-]
-
-ENVIRONMENT = [
-    ("DH_HOME", "Where dh keeps its log (dh.db) and locks. Default: $XDG_DATA_HOME/dh."),
-    ("XDG_DATA_HOME", "Base of the default DH_HOME and of OpenCode's data. Default: ~/.local/share."),
-    ("XDG_CONFIG_HOME", "Base of the config file: $XDG_CONFIG_HOME/dh/config.toml. Default: ~/.config."),
-    ("CLAUDE_CONFIG_DIR", "Claude Code's home. Default: ~/.claude."),
-    ("CODEX_HOME", "Codex's home. Default: ~/.codex."),
-    ("OPENCODE_DB", "OpenCode's database file. Default: $XDG_DATA_HOME/opencode/opencode.db."),
-    ("PI_CODING_AGENT_DIR", "Pi's home. Default: ~/.pi/agent."),
-    ("DH_<HARNESS>_BIN", "The harness executable to run instead of the one on PATH, e.g. "
-                         "DH_CLAUDE_BIN, DH_CLAUDE_CODE_BIN, DH_CODEX_BIN, DH_OPENCODE_BIN, DH_PI_BIN."),
-    ("DH_POSTGRES_URL", "URL of the PostgreSQL world (password never shown)."),
-    ("WORKFLOW_POSTGRES_URL", "Used when DH_POSTGRES_URL is not set (the Workflow SDK's name)."),
-    ("DH_WORLD", "Default world: local or postgres."),
-    ("DH_STALL_TIMEOUT", "Seconds without progress during an open turn before a harness counts as hung."),
-    ("DH_TOOL_GRACE", "Seconds a tool command may run on after its harness died."),
-    ("DH_MAX_RESTARTS", "Restarts before dh gives up on a session."),
-    ("DH_START_SECS", "An attempt dying sooner than this is a failed start."),
-    ("DH_BACKOFF_CAP", "The longest wait, in seconds, between two restarts."),
-    ("DH_CONTINUE_PROMPT", "The prompt dh sends when it resumes a headless session."),
-    ("DH_REPLAY", "Replay classes, e.g. Bash=never,Read=safe."),
-    ("DH_DB_TIMEOUT", "Seconds to wait for a busy log database. Default: 30."),
-    ("DH_WAL_LIMIT_MB", "The size the log's WAL is kept under while sessions are mirrored. "
-                        "Default: 64 (at least 8)."),
-    ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
-                         "in a second process. Default: 32, and then only while a core is spare; "
-                         "set, it always does."),
-    ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
-    ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),
-]
+# EXIT STATUS comes from the error classes (errors.py), ENVIRONMENT from the settings and the
+# variables read beside them (config.py): documented where they are decided.
+EXIT_CODES = errors.exit_codes()
+ENVIRONMENT = config.environment()
 
 FILES = [
     ("$DH_HOME/dh.db", "The log: every session, native record and dh event (SQLite, WAL, mode 0600, "

@@ -9,15 +9,14 @@ import sys
 
 import typer
 
-from . import __version__, configcli, democli, doctorcli, helptypes, logcli, output, shimcli, statuscli
+from . import __version__, helptypes, output, paths
+from .commands import config, demo, doctor, log, shim, status, world
+from .commands.mirror import import_command
+from .commands.run import resume_command, run_command
+from .commands.worker import worker_command
 from .errors import DhError
-from .mirror.cli import import_command
-from .workercli import worker_command
-from .worlds import cli as worlds_cli
 from .workspace import cli as workspace_cli
-from .runcli import resume_command, run_command
-from .worlds.local import db_error
-from . import paths
+from .worlds.local_conn import db_error
 
 ROOT_HELP = """Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.
 
@@ -44,12 +43,12 @@ app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_o
 app.command("resume")(resume_command)
 app.command("import")(import_command)
 app.command("worker")(worker_command)
-app.add_typer(logcli.app, name="log")
-app.command("doctor")(doctorcli.doctor_command)
-app.add_typer(configcli.app, name="config")
-app.add_typer(worlds_cli.app, name="world")
-app.add_typer(shimcli.app, name="shim")
-app.command("demo")(democli.demo_command)
+app.add_typer(log.app, name="log")
+app.command("doctor")(doctor.doctor_command)
+app.add_typer(config.app, name="config")
+app.add_typer(world.app, name="world")
+app.add_typer(shim.app, name="shim")
+app.command("demo")(demo.demo_command)
 app.add_typer(workspace_cli.app, name="workspace")
 
 
@@ -67,7 +66,7 @@ def root(
 ) -> None:
     """Durable harness: supervise coding-agent CLIs, log every record, resume after crashes."""
     if ctx.invoked_subcommand is None:
-        statuscli.status_command()
+        status.status_command()
 
 
 def report_error(exc: BaseException) -> int:

@@ -25,9 +25,10 @@ Replay = Literal["safe", "never"]
 class Restart(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_restarts: int = Field(5, ge=0)  # restarts before dh gives up (FATAL)
-    start_secs: float = Field(1.0, ge=0)  # dying sooner than this is a failed start
-    backoff_cap: float = Field(30.0, gt=0)  # the longest wait between two restarts
+    max_restarts: int = Field(5, ge=0, description="Restarts before dh gives up on a session.")
+    start_secs: float = Field(1.0, ge=0, description="An attempt dying sooner than this is a failed start.")
+    backoff_cap: float = Field(30.0, gt=0,
+                               description="The longest wait, in seconds, between two restarts.")
 
 
 class Workspace(BaseModel):
@@ -49,14 +50,20 @@ def _default_secrets() -> tuple[str, ...]:
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    world: Literal["local", "postgres"] = "local"
-    postgres_url: str | None = None
-    lease_ttl: float = Field(15.0, gt=0)  # seconds a live session's holder may stay silent (issue 15)
-    stall_timeout: float | None = Field(None, ge=0)  # None or 0: never treat a quiet harness as hung
-    tool_grace: float = Field(3.0, ge=0)
-    continue_prompt: str = "Continue from where you left off."
+    # each description is also the man page's line for the setting's variable (_gen_docs.py)
+    world: Literal["local", "postgres"] = Field("local", description="Default world: local or postgres.")
+    postgres_url: str | None = Field(None, description="URL of the PostgreSQL world (password never shown).")
+    lease_ttl: float = Field(15.0, gt=0, description=(  # issue 15
+        "Seconds a live session's holder may stay silent before another machine may take it over."))
+    stall_timeout: float | None = Field(None, ge=0, description=(  # None or 0: never hung
+        "Seconds without progress during an open turn before a harness counts as hung."))
+    tool_grace: float = Field(3.0, ge=0,
+                              description="Seconds a tool command may run on after its harness died.")
+    continue_prompt: str = Field("Continue from where you left off.",
+                                 description="The prompt dh sends when it resumes a headless session.")
     restart: Restart = Field(default_factory=Restart)
-    replay: dict[str, Replay] = Field(default_factory=dict)  # tool name (lower case) -> class
+    replay: dict[str, Replay] = Field(default_factory=dict,  # tool name (lower case) -> class
+                                      description="Replay classes, e.g. Bash=never,Read=safe.")
     workspace: Workspace = Field(default_factory=Workspace)
 
 
@@ -75,6 +82,54 @@ ENV_KEYS = {
     "DH_BACKOFF_CAP": "restart.backoff_cap",
 }
 REPLAY_ENV = "DH_REPLAY"  # "Bash=never,Read=safe"
+
+# Variables read where they are used: no setting, no file key, no `dh config show` line. The
+# man page's ENVIRONMENT lists these after the settings' variables (dh_cli/_gen_docs.py);
+# tests/test_docs.py checks that every DH_ variable dh reads is in one list or the other.
+PROCESS_ENV = [
+    ("DH_HOME", "Where dh keeps its log (dh.db) and locks. Default: $XDG_DATA_HOME/dh."),
+    ("XDG_DATA_HOME", "Base of the default DH_HOME and of OpenCode's data. Default: ~/.local/share."),
+    ("XDG_CONFIG_HOME", "Base of the config file: $XDG_CONFIG_HOME/dh/config.toml. Default: ~/.config."),
+    ("CLAUDE_CONFIG_DIR", "Claude Code's home. Default: ~/.claude."),
+    ("CODEX_HOME", "Codex's home. Default: ~/.codex."),
+    ("OPENCODE_DB", "OpenCode's database file. Default: $XDG_DATA_HOME/opencode/opencode.db."),
+    ("PI_CODING_AGENT_DIR", "Pi's home. Default: ~/.pi/agent."),
+    ("DH_<HARNESS>_BIN", "The harness executable to run instead of the one on PATH, e.g. "
+                         "DH_CLAUDE_BIN, DH_CLAUDE_CODE_BIN, DH_CODEX_BIN, DH_OPENCODE_BIN, DH_PI_BIN."),
+    ("WORKFLOW_TARGET_WORLD", "The Workflow SDK's world: when it names the PostgreSQL world and "
+                              "neither --world nor DH_WORLD is given, dh runs against that world."),
+    ("DH_DB_TIMEOUT", "Seconds to wait for a busy log database. Default: 30."),
+    ("DH_WAL_LIMIT_MB", "The size the log's WAL is kept under while sessions are mirrored. "
+                        "Default: 64 (at least 8)."),
+    ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
+                         "in a second process. Default: 32, and then only while a core is spare; "
+                         "set, it always does."),
+    ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
+    ("DH_DISABLE", "Set to 1 and a dh shim runs the real harness directly, without dh."),
+    ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),
+]
+
+
+def environment() -> list[tuple[str, str]]:
+    """(variable, meaning) of every variable dh reads: the settings' first (from their
+    descriptions and defaults), then PROCESS_ENV."""
+    defaults, seen, out = flatten(Settings().model_dump()), {}, []
+    for variable, key in [*ENV_KEYS.items(), (REPLAY_ENV, "replay")]:
+        if key in seen:
+            out.append((variable, f"Read when {seen[key]} is not set."))
+            continue
+        seen[key] = variable
+        out.append((variable, _setting_help(key, defaults.get(key))))
+    return out + PROCESS_ENV
+
+
+def _setting_help(key: str, default) -> str:
+    group, _, name = key.rpartition(".")
+    field = (Restart if group == "restart" else Settings).model_fields[name]
+    text = f"{field.description} Setting: {key}."
+    if default in (None, {}):
+        return text
+    return text + (f' Default: "{default}".' if isinstance(default, str) else f" Default: {default}.")
 
 
 @dataclass

@@ -110,7 +110,7 @@ def clean(value, show_secrets: bool = False, terminal: bool = False):
 
 
 def clean_view(view, show_secrets: bool = False, terminal: bool = False):
-    """A SessionView (logview.py) with every text in it cleaned."""
+    """A SessionView (logviews/logview.py) with every text in it cleaned."""
     for name in ("session", "items", "events", "sources", "totals", "dangling"):
         setattr(view, name, clean(getattr(view, name), show_secrets, terminal))
     return view

@@ -25,6 +25,24 @@ HEADLESS_ARGS = {
 HARNESSES = list(HEADLESS_ARGS)
 
 
+def dh(*args: str, env: dict | None = None, cwd=None, timeout: float = 120, wait: bool = True,
+       inherit: bool = True, **popen):
+    """Run this checkout's dh (`python -m dh_cli ARGS`): the one way the tests start a dh.
+
+    Output is captured as text and stdin is closed (a dh that asked would hang the test).
+    `env` is added to os.environ, or is the whole environment with inherit=False. With
+    wait=False the Popen comes back, stdout and stderr piped; else the CompletedProcess."""
+    cmd = [sys.executable, "-m", "dh_cli", *args]
+    full = {**os.environ, **(env or {})} if inherit else dict(env or {})
+    popen.setdefault("text", True)
+    if "input" not in popen:
+        popen.setdefault("stdin", subprocess.DEVNULL)
+    if not wait:
+        return subprocess.Popen(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, **popen)
+    return subprocess.run(cmd, env=full, cwd=cwd, capture_output=True, timeout=timeout, **popen)
+
+
 @dataclass
 class Rig:
     tmp: Path
@@ -65,8 +83,8 @@ class Rig:
         if crash:
             env["DH_FAKE_CRASH"] = crash
             env["DH_FAKE_CRASH_ONCE"] = str(self.tmp / f"crashed-{len(list(self.tmp.glob('crashed-*')))}")
-        return subprocess.run([sys.executable, "-m", "dh_cli", *args], cwd=self.proj, env=env,
-                              capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, **popen)
+        popen.setdefault("text", False)  # the rig's callers read bytes
+        return dh(*args, env=env, cwd=self.proj, timeout=timeout, inherit=False, **popen)
 
     def run(self, harness: str, prompt: str = "Create the files.", *dh_opts: str, **kw):
         return self.dh("run", harness, *dh_opts, "--", *HEADLESS_ARGS[harness](prompt), **kw)

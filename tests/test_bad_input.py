@@ -24,12 +24,13 @@ from pathlib import Path
 import pytest
 
 from dh_cli import wrappers
-from dh_cli.logview import build_view
+from dh_cli.logviews.logview import build_view
 from dh_cli.mirror.session import SessionMirror
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import FIXTURES, build_opencode_db, fixture_home
+from .rig import dh
 
 NOBODY = 65534
 
@@ -44,12 +45,6 @@ L1, L2, L3, L4 = (line(f"line {n} " + "x" * 40) for n in range(1, 5))
 
 
 # helpers ------------------------------------------------------------------------------------
-def dh(*args, env=None, cwd=None, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-
-
 def one_error(result, code: int | None = None, needle: str = "") -> str:
     """The result is a failure reported as exactly one `Error:` line, without a traceback."""
     err = result.stderr if isinstance(result.stderr, str) else result.stderr.decode()

@@ -8,14 +8,9 @@ import subprocess
 import sys
 
 import pexpect
+from .rig import dh
 
 COLOUR = re.compile(r"\x1b\[[0-9;]*?(?:3[0-7]|9[0-7]|38;[0-9;]+)m")  # SGR foreground colours
-
-
-def dh(*args, env=None):
-    env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True,
-                          text=True, env=env, timeout=60)
 
 
 def on_a_terminal(*args, env=None) -> str:

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from dh_cli import config, runcli
+from dh_cli import config
+from dh_cli.commands import run as runcli
 from dh_cli.errors import ConfigError
 
 CONFIG = """

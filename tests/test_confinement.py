@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from . import pg
 from .conftest import FIXTURES
 from .pg import pg_url  # noqa: F401  (fixture)
 from .test_bad_input import one_error
+from . import rig
 
 NETRC_TOKEN = "netrc-token-6a1c0f2e9d"
 NATIVE_ID = "01a2264b-8750-762a-918b-d8a8a906ba5f"
@@ -32,8 +32,7 @@ PI_RELPATH = f"sessions/--victim--/2026-12-01T00-00-00-000Z_{NATIVE_ID}.jsonl"
 
 
 def dh(*args, env, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=120, stdin=subprocess.DEVNULL)
+    return rig.dh(*args, env=env, cwd=cwd, inherit=False)
 
 
 def argv_harness(folder: Path) -> Path:

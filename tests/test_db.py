@@ -3,19 +3,13 @@ locked, read-only or newer than this dh."""
 
 import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from sqlite_utils import Database
 
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds import migrations
-
-
-def dh(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60)
+from .rig import dh
 
 
 def test_db_is_created_private_with_wal(dh_home):

@@ -5,8 +5,6 @@ third push or pull adds nothing more."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +13,7 @@ from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds.sync import pull, push, status
 
 from .pg import pg_url  # noqa: F401  (fixture)
+from . import rig
 
 pytestmark = pytest.mark.postgres
 SID = "1m8shared00001"
@@ -101,9 +100,7 @@ def test_status_and_push_on_the_command_line_say_diverged(tmp_path, pg_url, monk
     PostgresWorld(pg_url).close()
 
     def dh(home, *args):
-        env = {**__import__("os").environ, "DH_HOME": str(home), "DH_POSTGRES_URL": pg_url}
-        return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True,
-                              text=True, env=env, timeout=120)
+        return rig.dh(*args, env={"DH_HOME": str(home), "DH_POSTGRES_URL": pg_url})
 
     assert dh(home_a, "world", "push", "postgres").returncode == 0
     shown = dh(home_b, "world", "status", "postgres")

@@ -120,3 +120,33 @@ def test_json_output_of_every_listing_command_parses(tmp_path, run_dh):
         result = run_dh(*args, "--json")
         assert result.exit_code in (0, 1), (path, result.output)  # doctor: 1 if a check fails
         json.loads(result.stdout)
+
+
+def _man_section(name: str) -> str:
+    page = (_gen_docs.ROOT / "man" / "dh.1").read_text()
+    return page.split(f".SH {name}\n", 1)[1].split("\n.SH ", 1)[0]
+
+
+def test_exit_status_lists_the_code_of_every_dh_error():
+    from dh_cli import errors
+
+    section = _man_section("EXIT STATUS")
+    for klass in errors._family(errors.DhError):
+        assert f"\\fB{klass.exit_code}\\fR\n" in section, f"{klass.__name__}'s exit code is not documented"
+    assert "\\fB130\\fR\n" in section and "\\fB0\\fR\n" in section
+
+
+def test_environment_lists_every_setting_variable_and_every_dh_variable_read():
+    import re
+
+    from dh_cli import config
+
+    section = _man_section("ENVIRONMENT")
+    documented = set(re.findall(r"\\fB([A-Z_<>]+)\\fR", section))
+    assert set(config.ENV_KEYS) | {config.REPLAY_ENV} <= documented
+    # every DH_ variable the code reads by name (environ[...], environ.get, getenv, env.get)
+    source = "\n".join(p.read_text() for p in (_gen_docs.ROOT / "dh_cli").rglob("*.py"))
+    read = set(re.findall(r"""(?:environ|getenv|env)(?:\.get)?[\[(]\s*["'](DH_[A-Z_0-9]+)["']""", source))
+    demo_only = {"DH_DEMO_MODEL_URL"}  # set by `dh demo` for its own demo harness, never by a user
+    assert read, "the scan found no variable at all: the pattern is broken"
+    assert read - demo_only <= documented, f"not in the man page: {sorted(read - demo_only - documented)}"

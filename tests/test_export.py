@@ -14,7 +14,7 @@ import pytest
 
 from tests.require import skip_if_missing
 
-from dh_cli.export import timeline
+from dh_cli.logviews.timeline import timeline
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home, scenarios

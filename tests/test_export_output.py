@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 
 import pytest
 
@@ -16,11 +14,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .test_bad_input import one_error
-
-
-def dh(*args):
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+from .rig import dh
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from dh_cli.follow import Follower, follow
+from dh_cli.logviews.follow import Follower, follow
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
@@ -121,7 +121,7 @@ def test_follow_from_another_process_and_ctrl_c_ends_it_with_130(live, dh_home):
 def test_text_follow_prints_the_timeline_lines(live, run_dh, monkeypatch):
     session_id, _ = live
     stop_after = iter([False, True])
-    monkeypatch.setattr("dh_cli.logcli.follow",
+    monkeypatch.setattr("dh_cli.commands.log.follow",
                         lambda world, sid: follow(world, sid, 0.01, stop=lambda: next(stop_after)))
     text = run_dh("log", "show", session_id, "--follow").stdout
     assert "[turn 1] user: " in text and "  tool Bash [dangling]" in text

@@ -24,16 +24,11 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import FIXTURES, fixture_home
 from .test_bad_input import one_error
+from . import rig
 
 
 def dh(*args, env=None, cwd=None, wait=True):
-    cmd = [sys.executable, "-m", "dh_cli", *args]
-    env = {**os.environ, **(env or {})}
-    if not wait:
-        return subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    return rig.dh(*args, env=env, cwd=cwd, wait=wait, timeout=300)
 
 
 def counts() -> tuple[int, int]:

@@ -14,12 +14,13 @@ import pytest
 
 from dh_cli import wrappers
 from dh_cli.errors import HarnessNotFound
-from dh_cli.sessionlist import MIN_PREFIX, relative, short_prefixes
+from dh_cli.logviews.sessionlist import MIN_PREFIX, relative, short_prefixes
 from dh_cli.supervisor.launch import find_binary
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .test_export import CRASH_EVENTS
+from .rig import dh
 
 IMPORTS = [("claude-code", "basic"), ("codex", "multiturn"), ("pi", "basic"),
            ("claude-code", "killed-resumed")]
@@ -204,8 +205,7 @@ def test_log_status_does_not_create_the_log(dh_home, run_dh):
 
 def test_a_group_alone_prints_help_and_dh_alone_its_status():
     for args in (["log"], ["world"], ["shim"], ["workspace"]):
-        done = subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                              timeout=60)
+        done = dh(*args)
         assert done.returncode == 0 and f"Usage: dh {args[0]}" in done.stdout, (args, done.stdout)
-    done = subprocess.run([sys.executable, "-m", "dh_cli"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "no sessions in the log yet" in done.stdout  # status.py
+    done = dh()
+    assert done.returncode == 0 and "no sessions in the log yet" in done.stdout  # logviews/status.py

@@ -15,7 +15,7 @@ from tests.require import skip_if_missing
 from sqlite_utils import Database
 
 from dh_cli import wrappers
-from dh_cli.logschema import EXAMPLES
+from dh_cli.logviews.logschema import EXAMPLES
 from dh_cli.resume.rebuild import rebuild_session
 from dh_cli.worlds import migrations
 from dh_cli.worlds.local import LocalWorld

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .pg import pg_url  # noqa: F401  (fixture)
 from .test_bad_input import one_error
+from . import rig
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
 
@@ -33,12 +33,7 @@ def env_for(root: Path, **extra) -> dict:
 
 
 def dh(*args, env, cwd, wait=True):
-    cmd = [sys.executable, "-m", "dh_cli", *args]
-    if not wait:
-        return subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
+    return rig.dh(*args, env=env, cwd=cwd, wait=wait, timeout=180, inherit=False)
 
 
 def crashed_session(root: Path) -> tuple[dict, str, Path]:

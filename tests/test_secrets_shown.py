@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
+from . import rig
 
 KEY = "sk-ant-api03-Qx7TqZr9vW2pL4mN8bC1dF6gH3jK5sA0"
 GH = "ghp_R2d2C3po4Bb8Ee1Yoda9Luke7Leia6Hans"
@@ -30,9 +30,7 @@ TEXT = (f"use {KEY} and GITHUB_TOKEN={GH}, db postgres://admin:{URL_PW}@db.inter
 
 
 def dh(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=120,
-                          stdin=subprocess.DEVNULL, errors="surrogateescape")
+    return rig.dh(*args, env=env, cwd=cwd, errors="surrogateescape")
 
 
 def leaked(text: str) -> list[str]:

@@ -29,6 +29,7 @@ from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 from .conftest import fixture_home
 from .test_bad_input import one_error
+from . import rig
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
 
@@ -53,9 +54,8 @@ ALL_SECRETS = [*SECRET_ENV.values(), FLAG_KEY, FLAG_TOKEN, URL_PW, PROMPT_PW]
 
 
 def dh(*args, env, cwd=None, umask: int | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dh_cli", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=120, stdin=subprocess.DEVNULL,
-                          preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
+    return rig.dh(*args, env=env, cwd=cwd, inherit=False,
+                  preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
 
 
 def writer_env(tmp_path: Path, **extra) -> dict:

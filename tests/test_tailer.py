@@ -9,7 +9,7 @@ import pytest
 
 from .test_bad_input import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
 
-from dh_cli.logview import build_view
+from dh_cli.logviews.logview import build_view
 from dh_cli.resume.rebuild import source_bytes
 
 LINE = b'{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"hi"}}\n'

@@ -4,7 +4,7 @@ under the call that started them, large sessions paged."""
 import json
 import re
 
-from dh_cli.tracehtml import tool_view
+from dh_cli.logviews.tracehtml import tool_view
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home

@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import replace
 
@@ -26,6 +25,7 @@ from dh_cli.worlds.sync import compare, prefetched, pull, push, status
 from . import pg
 from .conftest import FIXTURES, fixture_home, native_files, scenarios
 from .pg import pg_url  # noqa: F401  (fixture)
+from . import rig
 
 MILLION = 1_000_000
 _ROWS = ("SELECT s.session_id, s.relpath, {cols} FROM dh.records r JOIN dh.sources s ON s.id = r.source_id"
@@ -40,10 +40,7 @@ def dh(dh_home, *args, url: str | None = None, wait: bool = True):
     env.update(DH_HOME=str(dh_home), NO_COLOR="1", COLUMNS="200")
     if url:
         env["DH_POSTGRES_URL"] = url
-    cmd = [sys.executable, "-m", "dh_cli", *args]
-    if not wait:
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return rig.dh(*args, env=env, wait=wait, timeout=600, inherit=False)
 
 
 def server_content(url: str) -> dict:

@@ -129,7 +129,7 @@ def _run_in(folder: Path, say) -> DemoResult:
 
 def _result(world, folder: Path, model: DemoModel, code: int, pid: int | None) -> DemoResult:
     from .. import liveness
-    from ..logview import build_view
+    from ..logviews.logview import build_view
 
     (row,) = world.list_sessions()
     session = world.get_session(row["id"])

@@ -16,6 +16,7 @@ from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
 from ..worlds.checkpoint import fewer_checkpoints
+from ..worlds.log import Log
 from .parse_pool import parsing_elsewhere
 from .session import SessionMirror
 
@@ -96,7 +97,7 @@ def log_session_for(world, wrapper: Wrapper, native: NativeSession, state: str =
                                     cwd=native.cwd, host=socket.gethostname(), state=state)
 
 
-def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session, int, int]:
+def import_one(world: Log, wrapper: Wrapper, native: NativeSession) -> tuple[Session, int, int]:
     session = log_session_for(world, wrapper, native)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
@@ -106,7 +107,7 @@ def import_one(world, wrapper: Wrapper, native: NativeSession) -> tuple[Session,
     return session, result.added, result.pending
 
 
-def import_sessions(world, wrapper: Wrapper, home: Path, ref: str | None = None,
+def import_sessions(world: Log, wrapper: Wrapper, home: Path, ref: str | None = None,
                     all_: bool = False, progress: Callable[[int, int], None] | None = None) -> ImportReport:
     natives = select(wrapper, home, ref, all_)
     report = ImportReport()

@@ -8,12 +8,13 @@ from pathlib import Path
 from ..confine import confined_source
 from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
+from ..worlds.log import Log
 from .opencode_tail import OpenCodeTailer
 from .tailer import TailResult, Tailer
 
 
 class SessionMirror:
-    def __init__(self, world, wrapper: Wrapper, session: Session):
+    def __init__(self, world: Log, wrapper: Wrapper, session: Session):
         self.world, self.wrapper, self.session = world, wrapper, session
         self.tailers: dict[str, object] = {}
         for source in world.sources(session.id):

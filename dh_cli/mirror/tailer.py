@@ -17,6 +17,7 @@ from ..models import Source
 from ..util import short_hash
 from ..worlds.local import encode_rows
 from ..wrappers.base import Wrapper, to_record
+from ..worlds.log import Log
 
 CHUNK = 1 << 20
 BATCH_BYTES = 8 << 20
@@ -81,7 +82,7 @@ def _same_prefix(fd: int, size: int, source: Source, known: Fingerprint) -> str 
 
 
 class Tailer:
-    def __init__(self, world, wrapper: Wrapper, source: Source):
+    def __init__(self, world: Log, wrapper: Wrapper, source: Source):
         self.world, self.wrapper, self.source = world, wrapper, source
         self.last_msg: str | None = world.last_msg_id(source.id)
         self.known = Fingerprint()

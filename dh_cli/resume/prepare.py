@@ -17,6 +17,7 @@ from ..util import scrub
 from ..wrappers.base import Wrapper
 from .rebuild import source_bytes, write_file
 from ..documents.restore import restore_documents as restore_session_documents
+from ..worlds.log import Log
 from .replay import repair_text, replay_class
 
 
@@ -157,7 +158,7 @@ def current_turn(world, session: Session, source) -> list:
     return list(world.records(session.id, source.id, generation, from_offset=start))
 
 
-def prepare_resume(world, wrapper: Wrapper, session: Session, overrides: dict | None = None,
+def prepare_resume(world: Log, wrapper: Wrapper, session: Session, overrides: dict | None = None,
                    outcomes: list[dict] | None = None,
                    harness: tuple[list[str], dict] | None = None) -> Prepared:
     prepared = Prepared()

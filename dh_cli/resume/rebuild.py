@@ -13,6 +13,7 @@ from ..confine import check_native_id, inside, session_home, under  # noqa: F401
 from ..errors import NativeStateError, RebuildConflict
 from ..models import Session, Source
 from ..util import atomic_write_parts
+from ..worlds.log import Log
 from .opencode_export import build_export
 
 
@@ -75,7 +76,7 @@ def export_path(root: Path, session: Session, wrapper=None) -> Path:
     return safe_target(root, f"opencode-export-{native_id}.json")
 
 
-def rebuild_session(world, session: Session, to_dir: Path | None = None,
+def rebuild_session(world: Log, session: Session, to_dir: Path | None = None,
                     force: bool = False, env: dict | None = None) -> list[RebuiltFile]:
     """Without to_dir, into the session's harness home on this machine (confine.py): its
     recorded place, or for a session from a world this machine's configured home."""

@@ -14,18 +14,18 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..confine import place, under
-from ..errors import NativeStateError
+from ..errors import LogConflict, NativeStateError
 from ..models import Record, Session, Source
 from ..util import short_hash
 from ..wrappers.base import Wrapper
 from ..wrappers.claude import MAX_SLUG, project_slug
 from ..wrappers.opencode import row_key
 from ..wrappers.pi import pi_session_dir_name
+from ..worlds.log import Log
 from .cwd_rewrite import rewrite_record
 
 SPAN = 4096  # as the tailer fingerprints a file: its first and last 4 KiB
@@ -153,7 +153,7 @@ def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan
                               "generation": moved.generation, "records": changed})
     try:
         world.commit(moved, records, [event], moved=True)
-    except sqlite3.IntegrityError:  # the new relpath taken by another source of the session
+    except LogConflict:  # the new relpath taken by another source of the session
         raise NativeStateError(f"cannot move {source.relpath!r} to {relpath!r}: the log already "
                                "has a source there") from None
 
@@ -249,7 +249,7 @@ def describe(plan: Relocation) -> str:
     return f"dh: session {plan.session_id} rebuilt under {plan.new_home} (recorded under {plan.old_home})"
 
 
-def relocate_for_resume(world, wrapper: Wrapper, session: Session, opts, move_to: str | None,
+def relocate_for_resume(world: Log, wrapper: Wrapper, session: Session, opts, move_to: str | None,
                         rehome: bool) -> Session:
     """The resume step: relocate when needed, say so, and point the launch at the session's
     (possibly new) working directory. Returns the session as the log now has it."""

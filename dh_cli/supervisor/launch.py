@@ -20,6 +20,7 @@ from ..versions import note_version
 from ..wrappers import get as get_wrapper
 from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
+from ..worlds.log import Log
 from .procs import process_alive
 from .live import Launch
 from .runner import RunOptions, Supervisor, prepare_sync
@@ -85,7 +86,7 @@ def _patient(world, opts: RunOptions) -> None:
             "dh: the log is busy (other dh processes are writing to it); waiting"))
 
 
-def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
+def start_run(world: Log, harness: str, args: list[str], opts: RunOptions) -> int:
     _patient(world, opts)
     wrapper = get_wrapper(harness)
     opts.binary = find_binary(wrapper, opts.env)
@@ -169,7 +170,7 @@ def check_previous_attempt(world, session: Session) -> None:
                 hint="wait for it to exit, or stop it, then resume")
 
 
-def resume_session(world, session: Session, prompt: str | None, opts: RunOptions,
+def resume_session(world: Log, session: Session, prompt: str | None, opts: RunOptions,
                    move_to: str | None = None, rehome: bool = False) -> int:
     """move_to: resume in that checkout instead; rehome: the session was just pulled
     from another machine (see resume/relocate.py)."""

@@ -19,6 +19,7 @@ from ..resume.prepare import current_turn, prepare_resume
 from ..resume.replay import unlogged_text
 from ..workspace import start_watcher
 from ..wrappers.base import Wrapper
+from ..worlds.log import Log
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
 from .live import Launch, LiveMirror, launched_native
@@ -51,7 +52,7 @@ class RunOptions:
 
 
 class Supervisor:
-    def __init__(self, world, wrapper: Wrapper, session: Session, opts: RunOptions):
+    def __init__(self, world: Log, wrapper: Wrapper, session: Session, opts: RunOptions):
         self.world, self.wrapper, self.opts = world, wrapper, opts
         self.session = session
         self.policy = RestartPolicy(opts.policy, restarts=self._restarts_so_far())

@@ -8,7 +8,7 @@ import sqlite3
 
 from ..errors import UnknownHarness
 from ..wrappers import get as get_wrapper
-from .local import STORED_RAW, decode_raw
+from .rows import STORED_RAW, decode_raw
 
 
 def fill_status_and_model(conn: sqlite3.Connection) -> None:

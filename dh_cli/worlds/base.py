@@ -92,14 +92,6 @@ class World(Protocol):
     def lock_session(self, session_id: str) -> Lock: ...
 
 
-def stored_rows(source: Source, records: list[Record]) -> list[tuple]:
-    """Records (plain raw bytes) as stored rows of `source` in some world: encoded afresh."""
-    from .local import RECORD_COLUMNS, record_row
-
-    rows = (tuple(getattr(r, c) for c in RECORD_COLUMNS) for r in records)
-    return [record_row((source.id,) + row[1:4] + (None,) + row[5:]) for row in rows]
-
-
 def group_marks(rows) -> dict[str, SessionMarks]:
     """SessionMarks from rows of (session id, harness, updated_at, relpath, count, generation,
     offset, last seq), one per source (relpath None for a session without sources)."""

@@ -50,6 +50,23 @@ _ACQUIRE = """
     RETURNING epoch"""
 
 
+_ADOPT = """
+    UPDATE dh.leases SET holder_pid = %(pid)s, heartbeat_at = now(), ttl_s = %(ttl)s
+    WHERE session_id = %(sid)s AND epoch = %(epoch)s AND holder_host = %(host)s
+      AND holder_boot_id = %(boot)s RETURNING epoch"""
+
+
+def adopt(world, session_id: str, epoch: int, ttl_s: float) -> int:
+    """Take over a lease a worker of this machine claimed for this process (same epoch)."""
+    me = Holder.me()
+    rows = world._rows(_ADOPT, {"sid": session_id, "epoch": epoch, "pid": me.pid, "host": me.host,
+                                "boot": me.boot_id, "ttl": max(1, round(ttl_s))})
+    if not rows:
+        raise SessionLocked(f"the lease of session {session_id} at epoch {epoch} is no longer "
+                            "this machine's", hint="another worker took it over")
+    return epoch
+
+
 class Lease:
     def __init__(self, world, session_id: str, ttl_s: int = TTL_S):
         self.world, self.session_id, self.ttl_s = world, session_id, ttl_s
@@ -61,8 +78,6 @@ class Lease:
         args = {"sid": self.session_id, "host": self.holder.host, "boot": self.holder.boot_id,
                 "pid": self.holder.pid, "ttl": self.ttl_s}
         if adopt_epoch is not None:  # claimed for this process by a worker or --steal (tenure.py)
-            from .tenure import adopt
-
             rows = [(adopt(self.world, self.session_id, adopt_epoch, self.ttl_s),)]
         else:
             rows = self.world._rows(_ACQUIRE, args)

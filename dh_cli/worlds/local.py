@@ -1,38 +1,37 @@
 """The local world: one SQLite file (WAL, 0600) shared by every dh process on the machine.
 
-Writes go through `_write()` (BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout
-instead of failing on a stale snapshot). A batch of records and the source's new offset are
-committed together, so a killed dh replays at most one batch and the replay is a no-op."""
+LocalWorld is put together from focused parts: the connection and its write transaction
+(local_conn.py), the records (local_records.py), what is about this machine only
+(local_places.py) and, here, the sessions, sources, events and the World interface's copy
+methods. The row layout and codecs are in rows.py. A batch of records and the source's new
+offset are committed together, so a killed dh replays at most one batch and the replay is a
+no-op."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import math
 import os
-import random
-import sqlite3
-import time
-import zlib
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import fields
-from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
-import lz4.block
-
-from .. import paths
-from ..errors import AmbiguousSession, ConfigError, LogDbError, SessionNotFound
+from ..errors import AmbiguousSession, SessionNotFound
 from ..models import Event, Record, Session, Source
 from ..util import new_session_id, now_iso
-from . import checkpoint, migrations
-from .local_places import LocalPlaces, check_ref  # noqa: F401 (check_ref: used by postgres.py)
+from .base import group_marks
+from .local_conn import LocalConnection, db_error
+from .local_places import LocalPlaces, check_ref
+from .local_records import READ_ROWS, LocalRecords, insert_rows
+from .rows import (DEFLATE, LZ4, RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, STORED_RAW, column,
+                   decode_raw, encode_raw, encode_rows, record_row)
 
-RECORD_COLUMNS = [f.name for f in fields(Record)]
-SOURCE_COLUMNS = [f.name for f in fields(Source)]
-SESSION_COLUMNS = [f.name for f in fields(Session)]
+if TYPE_CHECKING:
+    from .search import Hit
+
+# LocalWorld, and the names the mirror, the views and the tests imported from here before the
+# split into rows.py / local_conn.py / local_records.py (new code imports them from there).
+__all__ = ["LocalWorld", "db_error", "check_ref", "READ_ROWS", "DEFLATE", "LZ4", "RECORD_COLUMNS",
+           "SESSION_COLUMNS", "SOURCE_COLUMNS", "STORED_RAW", "decode_raw", "encode_raw", "encode_rows",
+           "record_row"]
+
 # What a commit of the mirror changes in its source's row. Setting only these (not the session,
 # kind, relpath and path, which are indexed) keeps the (session_id, relpath) index page out of
 # every commit: 16 KiB less WAL and 23 % less CPU per live commit (66 -> 51 us, one record).
@@ -42,62 +41,6 @@ _UPDATE_PROGRESS = "UPDATE sources SET {} WHERE id = ?".format(
     ", ".join(f'"{c}" = ?' for c in PROGRESS_COLUMNS))
 _UPDATE_SOURCE = "UPDATE sources SET {} WHERE id = ?".format(
     ", ".join(f'"{c}" = ?' for c in SOURCE_COLUMNS[1:]))
-# A stored row (RECORD_COLUMNS order, raw as stored with its codec) goes in as
-# (source_id, generation, offset, text, packed, codec, ...): see _storage(). The line lands in
-# `raw` only when SQLite's own json_valid() accepts it, so no JSON function over `raw` can
-# fail; everything else keeps its bytes in `packed`. session_id comes from the source's row.
-_AFTER_RAW = RECORD_COLUMNS[4:]
-_INSERT_RECORD = (
-    "INSERT OR IGNORE INTO records (session_id, source_id, generation, \"offset\", raw, packed, {})"
-    " VALUES ((SELECT session_id FROM sources WHERE id = ?1), ?1, ?2, ?3,"
-    " CASE WHEN json_valid(?4) THEN ?4 END,"
-    " CASE WHEN ?4 IS NULL THEN ?5 WHEN json_valid(?4) THEN NULL ELSE CAST(?4 AS BLOB) END, {})"
-).format(", ".join(_AFTER_RAW), ", ".join(f"?{i + 6}" for i in range(len(_AFTER_RAW))))
-# The stored bytes of a row, whichever column holds them (TEXT comes back as its UTF-8).
-STORED_RAW = "COALESCE(CAST(raw AS BLOB), packed)"
-
-
-def _select(prefix: str = "") -> str:
-    """RECORD_COLUMNS as a select list, raw as its stored bytes."""
-    return ", ".join(STORED_RAW.replace("raw", prefix + "raw").replace("packed", prefix + "packed")
-                     if c == "raw" else prefix + _column(c) for c in RECORD_COLUMNS)
-
-
-def _storage(row: tuple) -> tuple:
-    """A stored row as _INSERT_RECORD takes it: a line stored as written goes in as text
-    when it is UTF-8 without NUL (json_valid decides the rest), any other bytes as packed."""
-    raw, codec = row[3], row[4] or 0
-    if codec == 0 and b"\x00" not in raw:
-        try:
-            return row[:3] + (raw.decode("utf-8"), None, 0) + row[5:]
-        except UnicodeDecodeError:
-            pass
-    return row[:3] + (None, bytes(raw), codec) + row[5:]
-
-
-_WIDTH = len(RECORD_COLUMNS)
-
-
-def _insert_rows(conn, rows: list[tuple]) -> int:
-    """Insert stored rows, and index the search text a row carries after its columns (the
-    tailer's rows do: see wrappers/base.py search_text) in the same transaction. Only rows
-    added now are indexed: their ids are above the largest before the insert. Rows without
-    that text (pulled from another world) are parsed again to index them."""
-    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
-    before = conn.total_changes
-    conn.executemany(_INSERT_RECORD, [_storage(row[:_WIDTH]) for row in rows])
-    added = conn.total_changes - before
-    if not added:
-        return 0
-    if any(len(row) == _WIDTH for row in rows):
-        from .search import index_records
-
-        index_records(conn, top)
-    else:
-        from .search import INDEX_TEXT
-
-        conn.executemany(INDEX_TEXT, [row[:3] + (row[_WIDTH], top) for row in rows if row[_WIDTH]])
-    return added
 
 
 def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
@@ -106,217 +49,10 @@ def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> N
                      " VALUES (?, ?, ?, ?)", [session_id, home, cwd, now_iso()])
 
 
-def _busy_timeout() -> float:
-    value = os.environ.get("DH_DB_TIMEOUT", "30")
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not math.isfinite(seconds) or seconds < 0:  # nan, inf, -1: no wait anyone can mean
-        raise ConfigError(f"bad value for DH_DB_TIMEOUT: {value!r} is not a number of seconds",
-                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30")
-    return seconds
-
-
-@contextmanager
-def _migration_lock(db_path: Path):
-    """An exclusive lock beside the log while its schema is migrated: two dh processes
-    migrating one new log at once made one fail with `table ... already exists` (issue 14).
-    Waits up to DH_DB_TIMEOUT like any other busy write."""
-    folder = db_path.parent / "locks"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(folder / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + _busy_timeout()
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LogDbError(f"the log {db_path} is being migrated by another dh",
-                                     hint="try again, or raise DH_DB_TIMEOUT") from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _create_private(path: Path) -> bool:
-    """Create the file 0600 (and its folder 0700) before SQLite opens it; True if new."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.exists():
-        return False
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    return True
-
-
-# 16 KiB pages pack kilobyte-sized JSON lines with little waste (the log stays near native
-# size), while a live commit of a few records still writes only a few small pages to the WAL:
-# with 64 KiB pages the log was no smaller, but every commit wrote four times the bytes and
-# the mirror's p99 lag at 500 records/s was 50 ms instead of 2 ms (bench_supervisor.py lag).
-PAGE_SIZE = 16384
-COMPRESS_MIN = 1024  # lines shorter than this are stored as they are
-# codec 0/None: stored as written; 1: raw deflate, 4 KiB window (logs written before m006);
-# 2: LZ4 block with its size in front (m006 on). LZ4 packs JSON lines a little less tightly
-# (the 100 MB bench log: 0.71x -> 0.76x of native) but costs a seventh of deflate's time to
-# compress and half to inflate, which took import throughput past half a raw insert.
-DEFLATE, LZ4 = 1, 2
-_WBITS = -12
-
-
-def encode_raw(raw: bytes) -> tuple[bytes, int]:
-    """The bytes as stored, and their codec (0: as written, the one marker for that)."""
-    if len(raw) < COMPRESS_MIN:
-        return raw, 0
-    packed = lz4.block.compress(raw)
-    return (packed, LZ4) if len(packed) < len(raw) else (raw, 0)
-
-
-READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
-DECODE_THREADS = min(4, os.cpu_count() or 1)
-
-
-def _decode_rows(rows: list[tuple]) -> list[bytes]:
-    return [decode_raw(raw, codec) if codec else raw for raw, codec in rows]
-
-
-def decode_raw(data: bytes | str, codec: int | None) -> bytes:
-    """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
-    world) is one LogDbError, never bytes handed back as if they were native."""
-    if isinstance(data, str):  # read from `raw` itself (a JSON line, stored as text)
-        return data.encode("utf-8")
-    try:
-        if codec == LZ4:
-            return lz4.block.decompress(data)
-        if codec == DEFLATE:
-            return zlib.decompress(data, _WBITS)
-    except (lz4.block.LZ4BlockError, zlib.error, ValueError) as exc:
-        raise LogDbError(f"a record's compressed bytes are damaged (codec {codec}: {exc})",
-                         hint="pull the session again from a good copy, or `dh log rm` it") from None
-    if codec not in (None, 0):
-        raise LogDbError(f"a record is stored with codec {codec!r}, which this dh does not know",
-                         hint="upgrade dh, or `dh log rm` the session")
-    return bytes(data)
-
-
-class LocalWorld(LocalPlaces):
+class LocalWorld(LocalRecords, LocalPlaces, LocalConnection):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"
-
-    def __init__(self, path: Path | str | None = None, migrate: bool = True):
-        self.path = Path(path) if path else paths.db_path()
-        try:
-            self._open(migrate)
-        except sqlite3.DatabaseError as exc:
-            raise db_error(exc, self.path) from None
-        except OSError as exc:  # DH_HOME is a file, or a folder dh may not write
-            why = (f"{self.path.parent} is not a folder"
-                   if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc)
-            raise LogDbError(f"cannot open the log {self.path} ({why})",
-                             hint="check DH_HOME and the permissions of its folder") from None
-
-    def _open(self, migrate: bool) -> None:
-        new = _create_private(self.path)
-        info = os.stat(self.path)
-        self._identity = (info.st_dev, info.st_ino)
-        self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
-                                    check_same_thread=False)
-        if new:
-            self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        if os.access(self.path, os.W_OK):
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            # once a checkpoint has folded in the whole WAL, the next commit cuts the file
-            # back to this size (worlds/checkpoint.py relies on it to tell the WAL's growth)
-            self.conn.execute(f"PRAGMA journal_size_limit={checkpoint.SOFT}")
-        self._check_not_newer()
-        if migrate and migrations.pending(self.conn):
-            with _migration_lock(self.path):  # one process migrates; the others then find none
-                if migrations.pending(self.conn):
-                    migrations.migration_set().apply(self.db)
-
-    @property
-    def db(self):
-        """sqlite_utils' view of the connection, for migrations (imported on first use)."""
-        if self._db is None:
-            from sqlite_utils import Database
-
-            self._db = Database(self.conn)
-        return self._db
-
-    _db = None
-
-    def _check_not_newer(self) -> None:
-        known = set(migrations.names())
-        unknown = [name for name in migrations.applied(self.conn) if name not in known]
-        if unknown:
-            raise LogDbError(f"{self.path} was written by a newer dh (schema {unknown[-1]})",
-                             hint="upgrade dh, or point DH_HOME at another folder")
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def be_patient(self, seconds: float, on_wait=None) -> None:
-        """For a supervising dh: wait up to `seconds` for the write lock instead of failing
-        after DH_DB_TIMEOUT, and ask for it often (every few ms, like the processes holding it
-        do) rather than SQLite's 100 ms polls, which many busy writers can starve for good.
-        on_wait() is called once when a write has waited longer than DH_DB_TIMEOUT."""
-        self.patience, self.on_wait = seconds, on_wait
-        self.conn.execute("PRAGMA busy_timeout = 20")
-
-    patience = 0.0
-    on_wait = None
-    checkpointer = None
-
-    def checkpoint_elsewhere(self, checkpointer) -> None:
-        """Leave WAL checkpoints to `checkpointer` (see worlds/checkpoint.py), so no commit on
-        this connection stalls on folding the WAL back into the database."""
-        self.conn.execute("PRAGMA wal_autocheckpoint=0")
-        self.checkpointer = checkpointer
-
-    def _begin(self) -> None:
-        if not self.patience:
-            self.conn.execute("BEGIN IMMEDIATE")
-            return
-        started, told = time.monotonic(), False
-        while True:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                waited = time.monotonic() - started
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or waited > self.patience:
-                    raise
-                if not told and self.on_wait and waited > _busy_timeout():
-                    told = True
-                    self.on_wait()
-            time.sleep(random.random() * 0.004)
-
-    @contextmanager
-    def _write(self):
-        self._begin()
-        try:
-            yield self.conn
-            self.conn.execute("COMMIT")
-            if self.checkpointer is not None:
-                self.checkpointer.committed()
-        except BaseException:
-            # SQLite may have rolled back already (disk full, I/O error): then there is
-            # nothing to undo, and the first error is the one to report
-            if self.conn.in_transaction:
-                try:
-                    self.conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            raise
-
-    def _insert(self, table: str, values: dict, conflict: str = "") -> None:
-        with self._write() as conn:
-            conn.execute(f"INSERT {conflict} INTO {table} ({', '.join(map(_column, values))})"
-                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
 
     # sessions -----------------------------------------------------------------------------
     def create_session(self, harness: str, **values) -> Session:
@@ -341,7 +77,7 @@ class LocalWorld(LocalPlaces):
         session = Session(id=values.pop("id", None) or new_session_id(), harness=harness,
                           created_at=now, updated_at=now, **values)
         row = session.to_dict()
-        self.conn.execute(f"INSERT INTO sessions ({', '.join(map(_column, row))})"
+        self.conn.execute(f"INSERT INTO sessions ({', '.join(map(column, row))})"
                           f" VALUES ({', '.join('?' * len(row))})", list(row.values()))
         _decide_place(self.conn, session.id, session.home, session.cwd)
         return session
@@ -351,7 +87,7 @@ class LocalWorld(LocalPlaces):
         here is where the session lives on this machine (see confine.py)."""
         values["updated_at"] = now_iso()
         with self._write() as conn:
-            conn.execute(f"UPDATE sessions SET {', '.join(f'{_column(k)} = ?' for k in values)}"
+            conn.execute(f"UPDATE sessions SET {', '.join(f'{column(k)} = ?' for k in values)}"
                          " WHERE id = ?", [*values.values(), session_id])
             if "home" in values or "cwd" in values:
                 row = conn.execute("SELECT home, cwd FROM sessions WHERE id = ?", [session_id]).fetchone()
@@ -396,6 +132,16 @@ class LocalWorld(LocalPlaces):
             f"{where} ORDER BY created_at LIMIT 1", [harness, native_id, *args]).fetchone()
         return Session(*row) if row else None
 
+    def session_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+
+    def search(self, text: str, harness: str | None = None, since: str | None = None,
+               limit: int = 50) -> list[Hit]:
+        """Records whose text holds every word of `text`, best first (see search.py)."""
+        from .search import search
+
+        return search(self.conn, text, harness, since, limit)
+
     def list_sessions(self, harness: str | None = None) -> list[dict]:
         where, args = ("WHERE s.harness = ?", [harness]) if harness else ("", [])
         sql = f"""
@@ -419,7 +165,7 @@ class LocalWorld(LocalPlaces):
         values = {"session_id": session_id, "kind": kind, "relpath": relpath, "path": path,
                   "updated_at": now_iso()}
         with self._write() as conn:
-            conn.execute(f"INSERT OR IGNORE INTO sources ({', '.join(map(_column, values))})"
+            conn.execute(f"INSERT OR IGNORE INTO sources ({', '.join(map(column, values))})"
                          f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
             if path:  # the mirror found this file here: the one path of it dh trusts as read
                 conn.execute("INSERT OR REPLACE INTO mirrored_paths (source_id, path) SELECT id, ?"
@@ -450,112 +196,12 @@ class LocalWorld(LocalPlaces):
         columns, update = (SOURCE_COLUMNS[1:], _UPDATE_SOURCE) if moved else (
             PROGRESS_COLUMNS, _UPDATE_PROGRESS)
         with self._write() as conn:
-            added = _insert_rows(conn, [record_row(r) for r in records])
+            added = insert_rows(conn, [record_row(r) for r in records])
             for type_, details in events:
                 self._insert_event(conn, source.session_id, type_, details, None, "info")
             conn.execute(update, [getattr(source, c) for c in columns] + [source.id])
         return added
 
-    # records ------------------------------------------------------------------------------
-    def records(self, session_id: str, source_id: str | None = None,
-                generation: int | None = None, from_offset: int = 0) -> Iterator[Record]:
-        """Records of a session in native order: by source, generation, then byte offset."""
-        clauses, args = ["o.session_id = ?", "r.offset >= ?"], [session_id, from_offset]
-        if source_id is not None:
-            clauses.append("r.source_id = ?")
-            args.append(source_id)
-        if generation is not None:
-            clauses.append("r.generation = ?")
-            args.append(generation)
-        cursor = self.conn.execute(
-            f"SELECT {_select('r.')} FROM records r"
-            f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
-            " ORDER BY o.rowid, r.generation, r.offset", args)
-        for row in cursor:
-            record = Record(*row)
-            record.raw = decode_raw(record.raw, record.codec)
-            yield record
-
-    def raw_lines(self, source_id: int, generation: int) -> Iterator[bytes]:
-        """Just the native bytes of one generation, in order."""
-        for batch in self.raw_batches(source_id, generation):
-            yield from batch
-
-    def raw_batches(self, source_id: int, generation: int) -> Iterator[list[bytes]]:
-        """The native bytes of one generation in order, as batches of at most IOV_MAX lines:
-        the fast path for rebuilds. Compressed lines are decompressed on helper threads (LZ4
-        and zlib let go of the GIL) while this one fetches the next rows; a session of one
-        batch needs none."""
-        cursor = self.conn.execute(
-            f"SELECT {STORED_RAW}, codec FROM records WHERE source_id = ? AND generation = ?"
-            " ORDER BY offset",
-            [source_id, generation])
-        first, second = cursor.fetchmany(READ_ROWS), cursor.fetchmany(READ_ROWS)
-        if not second:
-            if first:
-                yield _decode_rows(first)
-            return
-        with ThreadPoolExecutor(DECODE_THREADS) as pool:
-            pending = deque(pool.submit(_decode_rows, rows) for rows in (first, second))
-            while rows := cursor.fetchmany(READ_ROWS):
-                pending.append(pool.submit(_decode_rows, rows))
-                if len(pending) > 2 * DECODE_THREADS:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-
-    def last_offset_of_kind(self, source_id: int, generation: int, kind: str) -> int:
-        row = self.conn.execute(
-            "SELECT MAX(offset) FROM records WHERE source_id = ? AND generation = ? AND kind = ?",
-            [source_id, generation, kind]).fetchone()
-        return row[0] or 0
-
-    def count_kind(self, source_id: int, kind: str) -> int:
-        return self.conn.execute(
-            "SELECT COUNT(*) FROM records WHERE source_id = ? AND kind = ? AND generation ="
-            " (SELECT MAX(generation) FROM records WHERE source_id = ?)",
-            [source_id, kind, source_id]).fetchone()[0]
-
-    def record_count(self, session_id: str) -> int:
-        return self.conn.execute(
-            "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id"
-            " WHERE o.session_id = ?", [session_id]).fetchone()[0]
-
-    def last_msg_id(self, source_id: int) -> str | None:
-        """The model message the source's last logged call belongs to, unless a user prompt
-        came after it (the tailer's usage de-duplication resumes from here)."""
-        row = self.conn.execute(
-            "SELECT msg_id FROM records WHERE source_id = ? AND (msg_id IS NOT NULL OR kind = 'user')"
-            " ORDER BY generation DESC, offset DESC LIMIT 1", [source_id]).fetchone()
-        return row[0] if row else None
-
-    def latest_generation(self, source_id: str) -> int | None:
-        return self.conn.execute("SELECT MAX(generation) FROM records WHERE source_id = ?",
-                                 [source_id]).fetchone()[0]
-
-    def source_stats(self, source_id: str) -> tuple[int, int]:
-        """(number of generations, number of records) logged for a source."""
-        return self.conn.execute(
-            "SELECT COUNT(DISTINCT generation), COUNT(*) FROM records WHERE source_id = ?",
-            [source_id]).fetchone()
-
-    def token_totals(self, session_id: str) -> dict:
-        """Token usage summed once per model call. JSONL rows carry it once already (see the
-        tailer); an OpenCode message row is logged at each update, and its last version wins."""
-        row = self.conn.execute(
-            """SELECT COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0),
-                      COALESCE(SUM(tokens_cache_read),0), COALESCE(SUM(tokens_cache_write),0),
-                      COUNT(*)
-               FROM (SELECT r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-                            ROW_NUMBER() OVER (PARTITION BY o.id, r.generation,
-                                   CASE WHEN o.kind = 'opencode' THEN r.msg_id ELSE r.id END
-                                               ORDER BY r.offset DESC) AS rn
-                     FROM records r JOIN sources o ON o.id = r.source_id
-                     WHERE o.session_id = ? AND r.tokens_in IS NOT NULL
-                       AND r.generation = (SELECT MAX(generation) FROM records x WHERE x.source_id = o.id))
-               WHERE rn = 1""", [session_id]).fetchone()
-        return {"input": row[0], "output": row[1], "cache_read": row[2], "cache_write": row[3],
-                "model_calls": row[4]}
 
     def lock_session(self, session_id: str):
         """An exclusive, non-blocking lock on the session (raises SessionLocked)."""
@@ -618,44 +264,6 @@ class LocalWorld(LocalPlaces):
                              [getattr(source, c) for c in progress] + [source.session_id, source.relpath])
         return self.get_source(source.session_id, source.relpath)
 
-    def append_rows(self, rows: list[tuple]) -> int:
-        """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one
-        transaction; rows already present are skipped. Also the tests' bulk-insert helper."""
-        with self._write() as conn:
-            return _insert_rows(conn, rows)
-
-    def append_records(self, source: Source, records: list[Record]) -> int:
-        from .base import stored_rows
-
-        return self.append_rows(stored_rows(source, records))
-
-    def read_rows(self, source: Source, after=None, upto=None, as_source_id: int | None = None,
-                  chunk: int = 50_000) -> Iterator[list[tuple]]:
-        """Stored rows of a source in order, with `as_source_id` in the source_id column (the
-        id the receiving world gave the source), so they can be appended there as they are."""
-        clause, args = _position_range(after, upto)
-        cursor = self.conn.execute(
-            f"SELECT ?, {_select().split(', ', 1)[1]} FROM records WHERE source_id = ?{clause}"
-            " ORDER BY generation, offset",
-            [source.id if as_source_id is None else as_source_id, source.id] + args)
-        while batch := cursor.fetchmany(chunk):
-            yield batch
-
-    def read_records(self, session_id: str, relpath: str, after=None,
-                     limit: int | None = None) -> list[Record]:
-        source = self.get_source(session_id, relpath)
-        if source is None:
-            return []
-        clause, args = _position_range(after, None)
-        rows = self.conn.execute(
-            f"SELECT {_select()} FROM records WHERE source_id = ?{clause}"
-            " ORDER BY generation, offset LIMIT ?", [source.id] + args + [-1 if limit is None else limit])
-        return [Record(*row[:3], decode_raw(row[3], row[4]), *row[4:]) for row in rows]
-
-    def count_upto(self, source: Source, last) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM records WHERE source_id = ?"
-                                 " AND (generation, offset) <= (?, ?)", [source.id, *last]).fetchone()[0]
-
     def append_events(self, events: list[Event]) -> int:
         """Events from another world, kept with their own seq; present ones are skipped."""
         rows = [(e.session_id, e.seq, e.at, e.attempt, e.type, e.phase,
@@ -668,8 +276,6 @@ class LocalWorld(LocalPlaces):
     def marks(self, session_id: str | None = None) -> dict:
         """High-water marks of every session (or one): per source, the record count and the
         last (generation, offset); and the last event seq."""
-        from .base import group_marks
-
         return group_marks(self.conn.execute("""
             SELECT s.id, s.harness, s.updated_at, o.relpath,
                    (SELECT COUNT(*) FROM records r WHERE r.source_id = o.id),
@@ -687,62 +293,7 @@ class LocalWorld(LocalPlaces):
         return found.sources if found else {}
 
 
-def record_row(record: Record | tuple) -> tuple:
-    """A record as the row tuple the log stores, its raw bytes encoded. The tailer passes
-    ready tuples (built without a dataclass: this is the hot path of every import), already
-    encoded when their codec slot is set."""
-    row = record if isinstance(record, tuple) else tuple(getattr(record, c) for c in RECORD_COLUMNS)
-    if row[4] is not None:
-        return row
-    raw, codec = encode_raw(row[3])
-    return row[:3] + (raw, codec) + row[5:]
-
-
-def encode_rows(rows: list[tuple]) -> list[tuple]:
-    """Encode a batch of row tuples; codec 0 marks a row already stored as it is."""
-    out = []
-    for row in rows:
-        raw, codec = encode_raw(row[3])
-        out.append(row[:3] + (raw, codec) + row[5:])
-    return out
-
-
-def _column(name: str) -> str:
-    """A column name from dh's own dataclasses, quoted (`offset` is an SQL keyword)."""
-    if not name.isidentifier():
-        raise ValueError(f"not a column name: {name!r}")
-    return f'"{name}"'
-
-
 def _like_prefix(ref: str) -> str:
     escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
 
-
-def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
-    text = str(exc)
-    if "locked" in text or "busy" in text:
-        return LogDbError(f"the log {path} is locked by another process",
-                          hint="wait for the other dh to finish, or raise DH_DB_TIMEOUT")
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return LogDbError(f"the log {path} is corrupt ({text})",
-                          hint="move it aside; `dh import` can rebuild the log from native files")
-    if "readonly" in text or "read-only" in text or "unable to open" in text:
-        return LogDbError(f"cannot write the log {path} ({text})",
-                          hint="check the file's permissions and the free disk space")
-    if "full" in text or "disk I/O" in text:
-        return LogDbError(f"cannot write the log {path} ({text})",
-                          hint="free some disk space; what is already logged is kept")
-    return LogDbError(f"log database error: {text} ({path})")
-
-
-def _position_range(after, upto) -> tuple[str, list]:
-    """SQL for positions after `after` and up to `upto` (both (generation, offset) or None)."""
-    clause, args = "", []
-    if after is not None:
-        clause += " AND (generation, offset) > (?, ?)"
-        args += list(after)
-    if upto is not None:
-        clause += " AND (generation, offset) <= (?, ?)"
-        args += list(upto)
-    return clause, args

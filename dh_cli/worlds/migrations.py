@@ -99,7 +99,7 @@ def m005_records_kind_index(db: Database) -> None:
 
 @migration
 def m006_codecs(db: Database) -> None:
-    # Long lines are stored LZ4-compressed from here on (codec 2; see worlds/local.py). The
+    # Long lines are stored LZ4-compressed from here on (codec 2; see worlds/rows.py). The
     # table names each codec a record may carry, and a dh older than this migration refuses
     # the log ("written by a newer dh") instead of handing back compressed bytes as native.
     db["codecs"].insert_all([

@@ -33,8 +33,9 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 from ..models import Event, Record, Session, Source
 from ..util import redact_url
 from .fencing import M016_FENCING
-from .base import CHUNK, Mark, Position, SessionMarks, group_marks, stored_rows
-from .local import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, check_ref, decode_raw
+from .base import CHUNK, Mark, Position, SessionMarks, group_marks
+from .local_places import check_ref
+from .rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
 

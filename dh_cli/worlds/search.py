@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import UnknownHarness
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import search_text
-from .local import STORED_RAW, decode_raw
+from .rows import STORED_RAW, decode_raw
 
 INDEX_TEXT = ("INSERT INTO record_text (rowid, text) SELECT id, ?4 FROM records"
               " WHERE source_id = ?1 AND generation = ?2 AND \"offset\" = ?3 AND id > ?5")

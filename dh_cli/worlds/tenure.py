@@ -18,7 +18,7 @@ import threading
 import time
 
 from ..errors import SessionLocked, WorldError
-from .lease import _ACQUIRE, Holder
+from .lease import _ACQUIRE, Holder, Lease, adopt  # noqa: F401 (adopt: live_world.py)
 
 TTL_S = 15.0  # a holder silent this long is presumed dead and its session may be taken over
 
@@ -37,26 +37,7 @@ def acquire(world, session_id: str, ttl_s: float, holder: Holder | None = None) 
                                   "pid": holder.pid, "ttl": max(1, round(ttl_s))})
     if rows:
         return rows[0][0]
-    from .lease import Lease
-
     raise Lease(world, session_id)._held_elsewhere()
-
-
-_ADOPT = """
-    UPDATE dh.leases SET holder_pid = %(pid)s, heartbeat_at = now(), ttl_s = %(ttl)s
-    WHERE session_id = %(sid)s AND epoch = %(epoch)s AND holder_host = %(host)s
-      AND holder_boot_id = %(boot)s RETURNING epoch"""
-
-
-def adopt(world, session_id: str, epoch: int, ttl_s: float) -> int:
-    """Take over a lease a worker of this machine claimed for this process (same epoch)."""
-    me = Holder.me()
-    rows = world._rows(_ADOPT, {"sid": session_id, "epoch": epoch, "pid": me.pid, "host": me.host,
-                                "boot": me.boot_id, "ttl": max(1, round(ttl_s))})
-    if not rows:
-        raise SessionLocked(f"the lease of session {session_id} at epoch {epoch} is no longer "
-                            "this machine's", hint="another worker took it over")
-    return epoch
 
 
 class Tenure:

@@ -11,7 +11,7 @@ import html
 import json
 from typing import Callable, Iterator
 
-from .export import CSP, _html_timeline, timeline
+from .timeline import CSP, html_timeline, timeline
 from .render import money
 from .trace import Span
 
@@ -220,7 +220,7 @@ def _head(view, page: int) -> str:
             f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
             f' {t.get("output", 0):,} out / {t.get("cache_read", 0):,} cache read / '
             f'{t.get("cache_write", 0):,} cache write tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
-            f"<h2>Attempts</h2>\n{_html_timeline(timeline(view.events))}")
+            f"<h2>Attempts</h2>\n{html_timeline(timeline(view.events))}")
 
 
 def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:

@@ -8,8 +8,8 @@ import typer
 
 from .. import output
 from ..errors import UsageError
-from .local import LocalWorld
-from .sync import SyncReport, open_remote, pull, push, status
+from ..worlds.local import LocalWorld
+from ..worlds.sync import SyncReport, open_remote, pull, push, status
 
 app = typer.Typer(help="""Share sessions through a team world (PostgreSQL): push, pull, status.
 
@@ -87,8 +87,8 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
       $ dh world status
       $ dh world status postgres --json
     """
-    from .listing import HOLD_COLUMNS, hold_cells, hold_dict
-    from .takeover import holdings
+    from ..worlds.listing import HOLD_COLUMNS, hold_cells, hold_dict
+    from ..worlds.takeover import holdings
 
     remote = open_remote(world, url)
     rows, held = status(LocalWorld(), remote), holdings(remote)

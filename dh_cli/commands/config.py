@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from . import output
+from .. import output
 
 app = typer.Typer(help="""Show dh's settings and where each comes from (defaults, config file, environment).
 
@@ -25,7 +25,7 @@ def config_show(
       $ dh config show
       $ DH_MAX_RESTARTS=2 dh config show --json
     """
-    from .config import load  # pydantic: imported by the commands that need it
+    from ..config import load  # pydantic: imported by the commands that need it
 
     effective = load()
     data = effective.to_dict()

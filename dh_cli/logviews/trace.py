@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .logview import stream_items, view_header
-from .models import Session
-from .wrappers import get as get_wrapper
-from .wrappers.base import epoch_ms
+from ..models import Session
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import epoch_ms
 
 
 @dataclass

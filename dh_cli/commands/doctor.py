@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from . import output
-from .doctor import failed, run_checks
+from .. import output
+from ..doctor import failed, run_checks
 
 STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
-from .pricing import Pricer, session_cost
-from .worlds.local import STORED_RAW, decode_raw
+from ..errors import UsageError
+from ..pricing import Pricer, session_cost
+from ..worlds.rows import STORED_RAW, decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -85,8 +85,8 @@ def _common(a: str, b: str) -> int:
 def first_prompt(world, session_id: str, harness: str) -> str:
     """The session's first user prompt on one line, to recognise it by (read from the
     first records of its first source, as `dh log show` reads prompts)."""
-    from .errors import UnknownHarness
-    from .wrappers import get
+    from ..errors import UnknownHarness
+    from ..wrappers import get
 
     try:
         wrapper, roles = get(harness), {}

@@ -16,10 +16,11 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
-from .models import Parsed, Session
-from .pricing import Pricer, session_cost
-from .wrappers import get as get_wrapper
-from .wrappers.base import Wrapper
+from ..models import Parsed, Session
+from ..pricing import Pricer, session_cost
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import Wrapper
+from .timeline import timeline
 
 HOLD_MAX = 5000  # items held behind an unanswered tool call before they are let go anyway
 TAIL = 500  # parsed records of the current turn kept to tell whether it finished
@@ -48,8 +49,6 @@ def _short(value, limit: int = 160) -> str:
 def crash_marks(events: list[dict]) -> list[dict]:
     """dh's crash events in order (a kill, a hang, a crash outcome), each one a cut-off
     point that a later resume continues from."""
-    from .export import timeline
-
     return [m for m in timeline(events) if m["kind"] == "crash"]
 
 

@@ -1,6 +1,6 @@
 """What `dh` with no arguments shows: the sessions running now, those interrupted (their dh
 is gone, see liveness.py) with the command that resumes each, and the last few that ended.
-Plain data; statuscli.py prints it. A machine with no log yet is not given one by looking."""
+Plain data; commands/status.py prints it. A machine with no log yet is not given one by looking."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import liveness
+from .. import liveness
 
 RECENT = 5  # how many ended sessions the status shows
 
@@ -28,7 +28,7 @@ def gather(db_path: Path, recent: int = RECENT) -> Status:
     status = Status(str(db_path), Path(db_path).exists())
     if not status.exists:
         return status
-    from .worlds.local import LocalWorld
+    from ..worlds.local import LocalWorld
 
     world = LocalWorld(db_path)
     try:

@@ -1,9 +1,9 @@
-"""`dh` with no arguments: a short status of the log (see status.py), always exit 0."""
+"""`dh` with no arguments: a short status of the log (see logviews/status.py), always exit 0."""
 
 from __future__ import annotations
 
-from . import output, paths
-from .status import Status, gather
+from .. import output, paths
+from ..logviews.status import Status, gather
 
 
 def _row(session: dict) -> str:

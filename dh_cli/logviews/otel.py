@@ -16,7 +16,7 @@ from typing import Iterable
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from .errors import WorldError
+from ..errors import WorldError
 from .trace import Span, session_trace
 
 _KIND = {"turn": "AGENT", "model_call": "LLM", "tool_call": "TOOL"}  # openinference.span.kind

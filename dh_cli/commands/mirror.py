@@ -7,7 +7,7 @@ import typer
 
 from .. import output, wrappers
 from ..worlds.local import LocalWorld
-from .importer import import_sessions
+from ..mirror.importer import import_sessions
 
 
 def import_command(

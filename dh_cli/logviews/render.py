@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from . import output
-from .events_text import summary
+from .. import output
+from ..events_text import summary
 from .logview import SessionView
 
 

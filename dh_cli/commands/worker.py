@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import output
-from .errors import UsageError
+from .. import output
+from ..errors import UsageError
 
 
 def worker_command(
@@ -29,10 +29,10 @@ def worker_command(
     """
     if world_name != "postgres":
         raise UsageError(f"unknown world {world_name!r}", hint="dh worker serves: postgres")
-    from .config import load as load_config
-    from .worlds.postgres import resolve_url
-    from .worlds.worker import Worker, WorkerOptions
-    from .wrappers import get as get_wrapper
+    from ..config import load as load_config
+    from ..worlds.postgres import resolve_url
+    from ..worlds.worker import Worker, WorkerOptions
+    from ..wrappers import get as get_wrapper
 
     settings = load_config({}).settings
     names = [get_wrapper(h).name for h in harness] if harness else None

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import output, paths, shims
+from .. import output, paths, shims
 
 app = typer.Typer(help="""Make the harness's own name run it under dh: `claude` becomes `dh run claude --`.
 
@@ -24,7 +24,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 
 def _wrappers(names: list[str] | None) -> list:
-    from .wrappers import REGISTRY, get
+    from ..wrappers import REGISTRY, get
 
     return [get(n) for n in names] if names else list(REGISTRY.values())
 

@@ -7,16 +7,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import liveness, output, render
-from .export import export_session, export_stream
-from .follow import follow
-from .logview import select_turns, stream_items, view_header
-from .outfile import write_output
-from .redact import clean, clean_bytes, clean_view
-from .resume.rebuild import rebuild_session
-from .worlds.local import LocalWorld
-from .errors import UsageError
-from .worlds import migrations
+from .. import liveness, output
+from ..logviews import render
+from ..logviews.export import export_session, export_stream
+from ..logviews.follow import follow
+from ..logviews.logview import select_turns, stream_items, view_header
+from ..outfile import write_output
+from ..redact import clean, clean_bytes, clean_view
+from ..resume.rebuild import rebuild_session
+from ..worlds.local import LocalWorld
+from ..errors import UsageError
+from ..worlds import migrations
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
 
@@ -57,12 +58,12 @@ def log_list(
       $ dh log list --harness claude-code --json
       $ dh log list --world postgres
     """
-    from .sessionlist import ListFilter, here as current, list_sessions, parse_since
-    from .wrappers import get
+    from ..logviews.sessionlist import ListFilter, here as current, list_sessions, parse_since
+    from ..wrappers import get
 
     if world is not None:
-        from .worlds.listing import list_world
-        from .worlds.sync import open_remote
+        from ..worlds.listing import list_world
+        from ..worlds.sync import open_remote
 
         open_remote(world, url).close()  # the world's name checked: one Error: line
         return list_world(url, get(harness).name if harness else None, json_)
@@ -94,13 +95,12 @@ def log_search(
       $ dh log search "failing test"
       $ dh log search migration --harness codex --since 3d --json
     """
-    from .sessionlist import parse_since, short_prefixes
-    from .worlds.search import search
-    from .wrappers import get
+    from ..logviews.sessionlist import parse_since, short_prefixes
+    from ..wrappers import get
 
     world = LocalWorld()
-    hits = search(world.conn, text, get(harness).name if harness else None,
-                  parse_since(since) if since else None, limit)
+    hits = world.search(text, get(harness).name if harness else None,
+                        parse_since(since) if since else None, limit)
     if json_:
         output.print_json([h.to_dict() for h in hits])
         return
@@ -144,7 +144,7 @@ def log_show(
     savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
     items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
     items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
-    from .workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
+    from ..workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
 
     snaps = snapshots_of(world, found.id)
     if json_:
@@ -188,9 +188,9 @@ def log_docs(
       $ dh log docs 1m8k6p
       $ dh log docs 1m8k6p --json
     """
-    from .documents.build import session_documents
-    from .documents.show import print_documents
-    from .wrappers import get as get_wrapper
+    from ..documents.build import session_documents
+    from ..documents.show import print_documents
+    from ..wrappers import get as get_wrapper
 
     world = LocalWorld()
     found = world.find_session(session)
@@ -222,7 +222,7 @@ def log_export(
     if format_ is ExportFormat.html:
         _export_html(world, found, out, page, turns_per_page, show_secrets)
     elif format_ is ExportFormat.otlp and out is None:
-        from .otel import JsonLinesExporter, emit_session
+        from ..logviews.otel import JsonLinesExporter, emit_session
 
         emit_session(world, found, JsonLinesExporter(sys.stdout))
     elif out is None:
@@ -239,8 +239,8 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
                  show_secrets: bool = False) -> None:
     """Pages of the trace view: every page next to `out` (page n as NAME-n.html), or the
     wanted page on stdout. One page is held in memory at a time."""
-    from .trace import session_trace
-    from .tracehtml import pages
+    from ..logviews.trace import session_trace
+    from ..logviews.tracehtml import pages
 
     def name(n: int) -> str:
         return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
@@ -274,7 +274,7 @@ def log_trace(
     Example:
       $ dh log trace 1m8k6p --endpoint http://127.0.0.1:6006/v1/traces
     """
-    from .otel import send_session
+    from ..logviews.otel import send_session
 
     headers = dict(_header(h) for h in header or [])
     world = LocalWorld()
@@ -333,7 +333,7 @@ def log_rm(
       $ dh log rm 1m8k6p
       $ dh log rm 1m8k6p --yes
     """
-    from .sessions_rm import remove_session
+    from ..sessions_rm import remove_session
 
     world = LocalWorld()
     found = world.find_session(session)
@@ -352,7 +352,7 @@ def log_schema(json_: JsonOpt = False) -> None:
       $ dh log schema
       $ sqlite-utils query "$(dh log status --path)" "select * from tool_calls"
     """
-    from .logschema import EXAMPLES, SCHEMA, text
+    from ..logviews.logschema import EXAMPLES, SCHEMA, text
 
     if json_:
         output.print_json({"schema": SCHEMA, "examples": [{"title": t, "sql": q} for t, q in EXAMPLES]})
@@ -370,7 +370,7 @@ def log_status(
     Example:
       $ dh log status
     """
-    from . import paths
+    from .. import paths
 
     where = paths.db_path()
     if path:
@@ -385,9 +385,9 @@ def log_status(
             output.out.print(f"log: {where} (not created yet: dh creates it on first use)", markup=False)
         return
     world = LocalWorld(migrate=False)
-    applied, pending = migrations.applied(world.conn), migrations.pending(world.conn)
+    applied, pending = world.schema_state()
     data = {"path": str(world.path), "exists": True, "applied": applied, "pending": pending,
-            "sessions": world.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]}
+            "sessions": world.session_count()}
     if json_:
         output.print_json(data)
         return

@@ -7,14 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import output
-from .confine import place
-from .errors import NativeStateError, UsageError
-from .resume.replay import parse_overrides
-from .supervisor.launch import default_env, resume_session, start_run
-from .supervisor.policy import PolicyConfig
-from .supervisor.runner import RunOptions
-from .worlds.local import LocalWorld
+from .. import output
+from ..confine import place
+from ..errors import NativeStateError, UsageError
+from ..resume.replay import parse_overrides
+from ..supervisor.launch import default_env, resume_session, start_run
+from ..supervisor.policy import PolicyConfig
+from ..supervisor.runner import RunOptions
+from ..worlds.local import LocalWorld
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
@@ -33,7 +33,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
     defaults (None means "not given"); see dh_cli/config.py."""
     flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
     flags.update({f"replay.{tool}": cls for tool, cls in parse_overrides(replay or []).items()})
-    from .config import load as load_config  # pydantic: imported by the commands that need it
+    from ..config import load as load_config  # pydantic: imported by the commands that need it
 
     s = load_config(flags).settings
     policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
@@ -46,7 +46,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
 
 
 def _link(settings, world, url, ttl, lease, adopt_epoch):
-    from .worlds.live_world import link_for  # psycopg loads only for a live world
+    from ..worlds.live_world import link_for  # psycopg loads only for a live world
 
     epoch = lease.epoch if lease is not None else None
     return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch, lease)
@@ -108,12 +108,12 @@ def resume_command(
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     lease = None
     if world_name:  # held in the world for the whole resume: one machine at a time
-        from .worlds.takeover import before_resume
+        from ..worlds.takeover import before_resume
 
         claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
         session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
         if claimed is not None:
-            from .worlds.takeover import record_takeover
+            from ..worlds.takeover import record_takeover
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     try:
@@ -122,7 +122,7 @@ def resume_command(
                 tool_grace, replay, no_supervise, workspace, live)
     finally:
         if lease is not None:
-            from .worlds.takeover import ship_now
+            from ..worlds.takeover import ship_now
 
             ship_now(world, lease, session)
             lease.release_and_close()
@@ -135,7 +135,7 @@ def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, to
                     **(live or {}))
     if workspace not in (None, "keep", "restore"):
         raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
-    from .workspace.resume import prepare_cwd  # restores the files of the last step if needed
+    from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed
 
     here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
     prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
@@ -143,7 +143,7 @@ def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, to
 
 
 def _pull(world, world_name: str, ref: str, url: str | None, ttl=None, adopt_epoch=None):
-    from .worlds.lease import hold_and_pull
+    from ..worlds.lease import hold_and_pull
 
     session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url, ttl, adopt_epoch)
     if added is not None:

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import output, render
+from .. import output
+from ..logviews import render
 
 STYLES = {"model": "cyan", "kill": "bold red", "dh": "bold yellow"}
 LABELS = {"model": "  model   | ", "kill": "  demo    | ", "dh": ""}
@@ -35,7 +36,7 @@ def demo_command(
       $ dh demo
       $ dh demo --keep
     """
-    from .demo.run import PROMPT, run_demo
+    from ..demo.run import PROMPT, run_demo
 
     _heading("dh demo: a scripted harness and model (shipped with dh for this demo), offline,")
     _heading("in a temporary home. The model's 2nd reply is cut by a SIGKILL of the harness.")

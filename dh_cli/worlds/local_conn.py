@@ -1,0 +1,218 @@
+"""The local log's connection: opening the SQLite file (0600, WAL, 16 KiB pages), migrating it
+under a lock, and the one write transaction every change goes through.
+
+Writes go through `_write()` (BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout
+instead of failing on a stale snapshot). A constraint the log refuses (a UNIQUE key taken) is
+raised as LogConflict, a dh error, so no caller needs to know the log is SQLite."""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import random
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import paths
+from ..errors import ConfigError, LogConflict, LogDbError
+from . import checkpoint, migrations
+from .rows import column
+
+def _busy_timeout() -> float:
+    value = os.environ.get("DH_DB_TIMEOUT", "30")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:  # nan, inf, -1: no wait anyone can mean
+        raise ConfigError(f"bad value for DH_DB_TIMEOUT: {value!r} is not a number of seconds",
+                          hint="unset it, or give seconds, e.g. DH_DB_TIMEOUT=30")
+    return seconds
+
+
+@contextmanager
+def _migration_lock(db_path: Path):
+    """An exclusive lock beside the log while its schema is migrated: two dh processes
+    migrating one new log at once made one fail with `table ... already exists` (issue 14).
+    Waits up to DH_DB_TIMEOUT like any other busy write."""
+    folder = db_path.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + _busy_timeout()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LogDbError(f"the log {db_path} is being migrated by another dh",
+                                     hint="try again, or raise DH_DB_TIMEOUT") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _create_private(path: Path) -> bool:
+    """Create the file 0600 (and its folder 0700) before SQLite opens it; True if new."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.exists():
+        return False
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    return True
+
+
+# 16 KiB pages pack kilobyte-sized JSON lines with little waste (the log stays near native
+# size), while a live commit of a few records still writes only a few small pages to the WAL:
+# with 64 KiB pages the log was no smaller, but every commit wrote four times the bytes and
+# the mirror's p99 lag at 500 records/s was 50 ms instead of 2 ms (bench_supervisor.py lag).
+PAGE_SIZE = 16384
+
+
+def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
+    """The dh error an SQLite error of the log at `path` is reported as."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return LogDbError(f"the log {path} is locked by another process",
+                          hint="wait for the other dh to finish, or raise DH_DB_TIMEOUT")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return LogDbError(f"the log {path} is corrupt ({text})",
+                          hint="move it aside; `dh import` can rebuild the log from native files")
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return LogDbError(f"cannot write the log {path} ({text})",
+                          hint="check the file's permissions and the free disk space")
+    if "full" in text or "disk I/O" in text:
+        return LogDbError(f"cannot write the log {path} ({text})",
+                          hint="free some disk space; what is already logged is kept")
+    return LogDbError(f"log database error: {text} ({path})")
+
+
+class LocalConnection:
+    """Mixed into LocalWorld: the connection (`conn`), its path and the write transaction."""
+
+    def __init__(self, path: Path | str | None = None, migrate: bool = True):
+        self.path = Path(path) if path else paths.db_path()
+        try:
+            self._open(migrate)
+        except sqlite3.DatabaseError as exc:
+            raise db_error(exc, self.path) from None
+        except OSError as exc:  # DH_HOME is a file, or a folder dh may not write
+            why = (f"{self.path.parent} is not a folder"
+                   if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc)
+            raise LogDbError(f"cannot open the log {self.path} ({why})",
+                             hint="check DH_HOME and the permissions of its folder") from None
+
+    def _open(self, migrate: bool) -> None:
+        new = _create_private(self.path)
+        info = os.stat(self.path)
+        self._identity = (info.st_dev, info.st_ino)
+        self.conn = sqlite3.connect(self.path, timeout=_busy_timeout(), isolation_level=None,
+                                    check_same_thread=False)
+        if new:
+            self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        if os.access(self.path, os.W_OK):
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            # once a checkpoint has folded in the whole WAL, the next commit cuts the file
+            # back to this size (worlds/checkpoint.py relies on it to tell the WAL's growth)
+            self.conn.execute(f"PRAGMA journal_size_limit={checkpoint.SOFT}")
+        self._check_not_newer()
+        if migrate and migrations.pending(self.conn):
+            with _migration_lock(self.path):  # one process migrates; the others then find none
+                if migrations.pending(self.conn):
+                    migrations.migration_set().apply(self.db)
+
+    @property
+    def db(self):
+        """sqlite_utils' view of the connection, for migrations (imported on first use)."""
+        if self._db is None:
+            from sqlite_utils import Database
+
+            self._db = Database(self.conn)
+        return self._db
+
+    _db = None
+
+    def _check_not_newer(self) -> None:
+        known = set(migrations.names())
+        unknown = [name for name in migrations.applied(self.conn) if name not in known]
+        if unknown:
+            raise LogDbError(f"{self.path} was written by a newer dh (schema {unknown[-1]})",
+                             hint="upgrade dh, or point DH_HOME at another folder")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def schema_state(self) -> tuple[list[str], list[str]]:
+        """(migrations applied, migrations pending) of this log, by name (`dh log schema`)."""
+        return migrations.applied(self.conn), migrations.pending(self.conn)
+
+    def be_patient(self, seconds: float, on_wait=None) -> None:
+        """For a supervising dh: wait up to `seconds` for the write lock instead of failing
+        after DH_DB_TIMEOUT, and ask for it often (every few ms, like the processes holding it
+        do) rather than SQLite's 100 ms polls, which many busy writers can starve for good.
+        on_wait() is called once when a write has waited longer than DH_DB_TIMEOUT."""
+        self.patience, self.on_wait = seconds, on_wait
+        self.conn.execute("PRAGMA busy_timeout = 20")
+
+    patience = 0.0
+    on_wait = None
+    checkpointer = None
+
+    def checkpoint_elsewhere(self, checkpointer) -> None:
+        """Leave WAL checkpoints to `checkpointer` (see worlds/checkpoint.py), so no commit on
+        this connection stalls on folding the WAL back into the database."""
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.checkpointer = checkpointer
+
+    def _begin(self) -> None:
+        if not self.patience:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        started, told = time.monotonic(), False
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - started
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or waited > self.patience:
+                    raise
+                if not told and self.on_wait and waited > _busy_timeout():
+                    told = True
+                    self.on_wait()
+            time.sleep(random.random() * 0.004)
+
+    @contextmanager
+    def _write(self):
+        self._begin()
+        try:
+            yield self.conn
+            self.conn.execute("COMMIT")
+            if self.checkpointer is not None:
+                self.checkpointer.committed()
+        except BaseException as exc:
+            self._roll_back()
+            if isinstance(exc, sqlite3.IntegrityError):  # a key the log already holds
+                raise LogConflict(f"the log refused the change ({exc})") from None
+            raise
+
+    def _roll_back(self) -> None:
+        # SQLite may have rolled back already (disk full, I/O error): then there is
+        # nothing to undo, and the first error is the one to report
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _insert(self, table: str, values: dict, conflict: str = "") -> None:
+        with self._write() as conn:
+            conn.execute(f"INSERT {conflict} INTO {table} ({', '.join(map(column, values))})"
+                         f" VALUES ({', '.join('?' * len(values))})", list(values.values()))
+

@@ -1,0 +1,182 @@
+"""Reading and appending the records of the local log: in native order, as the raw bytes a
+rebuild writes back, as stored rows a push copies, and the counts the mirror and the views ask."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+from ..models import Record, Source
+from .rows import (INSERT_RECORD, ROW_WIDTH, STORED_RAW, decode_raw, position_range, select_list,
+                   storage_row, stored_rows)
+
+READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
+DECODE_THREADS = min(4, os.cpu_count() or 1)
+
+
+def decode_rows(rows: list[tuple]) -> list[bytes]:
+    return [decode_raw(raw, codec) if codec else raw for raw, codec in rows]
+
+
+def insert_rows(conn, rows: list[tuple]) -> int:
+    """Insert stored rows, and index the search text a row carries after its columns (the
+    tailer's rows do: see wrappers/base.py search_text) in the same transaction. Only rows
+    added now are indexed: their ids are above the largest before the insert. Rows without
+    that text (pulled from another world) are parsed again to index them."""
+    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
+    before = conn.total_changes
+    conn.executemany(INSERT_RECORD, [storage_row(row[:ROW_WIDTH]) for row in rows])
+    added = conn.total_changes - before
+    if not added:
+        return 0
+    if any(len(row) == ROW_WIDTH for row in rows):
+        from .search import index_records
+
+        index_records(conn, top)
+    else:
+        from .search import INDEX_TEXT
+
+        conn.executemany(INDEX_TEXT, [row[:3] + (row[ROW_WIDTH], top) for row in rows if row[ROW_WIDTH]])
+    return added
+
+
+class LocalRecords:
+    """Mixed into LocalWorld: needs self.conn, self._write() and self.get_source()."""
+
+    def records(self, session_id: str, source_id: str | None = None,
+                generation: int | None = None, from_offset: int = 0) -> Iterator[Record]:
+        """Records of a session in native order: by source, generation, then byte offset."""
+        clauses, args = ["o.session_id = ?", "r.offset >= ?"], [session_id, from_offset]
+        if source_id is not None:
+            clauses.append("r.source_id = ?")
+            args.append(source_id)
+        if generation is not None:
+            clauses.append("r.generation = ?")
+            args.append(generation)
+        cursor = self.conn.execute(
+            f"SELECT {select_list('r.')} FROM records r"
+            f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
+            " ORDER BY o.rowid, r.generation, r.offset", args)
+        for row in cursor:
+            record = Record(*row)
+            record.raw = decode_raw(record.raw, record.codec)
+            yield record
+
+    def raw_lines(self, source_id: int, generation: int) -> Iterator[bytes]:
+        """Just the native bytes of one generation, in order."""
+        for batch in self.raw_batches(source_id, generation):
+            yield from batch
+
+    def raw_batches(self, source_id: int, generation: int) -> Iterator[list[bytes]]:
+        """The native bytes of one generation in order, as batches of at most IOV_MAX lines:
+        the fast path for rebuilds. Compressed lines are decompressed on helper threads (LZ4
+        and zlib let go of the GIL) while this one fetches the next rows; a session of one
+        batch needs none."""
+        cursor = self.conn.execute(
+            f"SELECT {STORED_RAW}, codec FROM records WHERE source_id = ? AND generation = ?"
+            " ORDER BY offset",
+            [source_id, generation])
+        first, second = cursor.fetchmany(READ_ROWS), cursor.fetchmany(READ_ROWS)
+        if not second:
+            if first:
+                yield decode_rows(first)
+            return
+        with ThreadPoolExecutor(DECODE_THREADS) as pool:
+            pending = deque(pool.submit(decode_rows, rows) for rows in (first, second))
+            while rows := cursor.fetchmany(READ_ROWS):
+                pending.append(pool.submit(decode_rows, rows))
+                if len(pending) > 2 * DECODE_THREADS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+    def last_offset_of_kind(self, source_id: int, generation: int, kind: str) -> int:
+        row = self.conn.execute(
+            "SELECT MAX(offset) FROM records WHERE source_id = ? AND generation = ? AND kind = ?",
+            [source_id, generation, kind]).fetchone()
+        return row[0] or 0
+
+    def count_kind(self, source_id: int, kind: str) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM records WHERE source_id = ? AND kind = ? AND generation ="
+            " (SELECT MAX(generation) FROM records WHERE source_id = ?)",
+            [source_id, kind, source_id]).fetchone()[0]
+
+    def record_count(self, session_id: str) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id"
+            " WHERE o.session_id = ?", [session_id]).fetchone()[0]
+
+    def last_msg_id(self, source_id: int) -> str | None:
+        """The model message the source's last logged call belongs to, unless a user prompt
+        came after it (the tailer's usage de-duplication resumes from here)."""
+        row = self.conn.execute(
+            "SELECT msg_id FROM records WHERE source_id = ? AND (msg_id IS NOT NULL OR kind = 'user')"
+            " ORDER BY generation DESC, offset DESC LIMIT 1", [source_id]).fetchone()
+        return row[0] if row else None
+
+    def latest_generation(self, source_id: str) -> int | None:
+        return self.conn.execute("SELECT MAX(generation) FROM records WHERE source_id = ?",
+                                 [source_id]).fetchone()[0]
+
+    def source_stats(self, source_id: str) -> tuple[int, int]:
+        """(number of generations, number of records) logged for a source."""
+        return self.conn.execute(
+            "SELECT COUNT(DISTINCT generation), COUNT(*) FROM records WHERE source_id = ?",
+            [source_id]).fetchone()
+
+    def token_totals(self, session_id: str) -> dict:
+        """Token usage summed once per model call. JSONL rows carry it once already (see the
+        tailer); an OpenCode message row is logged at each update, and its last version wins."""
+        row = self.conn.execute(
+            """SELECT COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0),
+                      COALESCE(SUM(tokens_cache_read),0), COALESCE(SUM(tokens_cache_write),0),
+                      COUNT(*)
+               FROM (SELECT r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
+                            ROW_NUMBER() OVER (PARTITION BY o.id, r.generation,
+                                   CASE WHEN o.kind = 'opencode' THEN r.msg_id ELSE r.id END
+                                               ORDER BY r.offset DESC) AS rn
+                     FROM records r JOIN sources o ON o.id = r.source_id
+                     WHERE o.session_id = ? AND r.tokens_in IS NOT NULL
+                       AND r.generation = (SELECT MAX(generation) FROM records x WHERE x.source_id = o.id))
+               WHERE rn = 1""", [session_id]).fetchone()
+        return {"input": row[0], "output": row[1], "cache_read": row[2], "cache_write": row[3],
+                "model_calls": row[4]}
+
+    def append_rows(self, rows: list[tuple]) -> int:
+        """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one
+        transaction; rows already present are skipped. Also the tests' bulk-insert helper."""
+        with self._write() as conn:
+            return insert_rows(conn, rows)
+
+    def append_records(self, source: Source, records: list[Record]) -> int:
+        return self.append_rows(stored_rows(source, records))
+
+    def read_rows(self, source: Source, after=None, upto=None, as_source_id: int | None = None,
+                  chunk: int = 50_000) -> Iterator[list[tuple]]:
+        """Stored rows of a source in order, with `as_source_id` in the source_id column (the
+        id the receiving world gave the source), so they can be appended there as they are."""
+        clause, args = position_range(after, upto)
+        cursor = self.conn.execute(
+            f"SELECT ?, {select_list().split(', ', 1)[1]} FROM records WHERE source_id = ?{clause}"
+            " ORDER BY generation, offset",
+            [source.id if as_source_id is None else as_source_id, source.id] + args)
+        while batch := cursor.fetchmany(chunk):
+            yield batch
+
+    def read_records(self, session_id: str, relpath: str, after=None,
+                     limit: int | None = None) -> list[Record]:
+        source = self.get_source(session_id, relpath)
+        if source is None:
+            return []
+        clause, args = position_range(after, None)
+        rows = self.conn.execute(
+            f"SELECT {select_list()} FROM records WHERE source_id = ?{clause}"
+            " ORDER BY generation, offset LIMIT ?", [source.id] + args + [-1 if limit is None else limit])
+        return [Record(*row[:3], decode_raw(row[3], row[4]), *row[4:]) for row in rows]
+
+    def count_upto(self, source: Source, last) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM records WHERE source_id = ?"
+                                 " AND (generation, offset) <= (?, ?)", [source.id, *last]).fetchone()[0]
