@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dh_cli.mirror.opencode_db import session_rows
+from dh_cli.stores.opencode_db import session_rows
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.wrappers.opencode import row_key
 from tests.fakes.model_server import tool_results
