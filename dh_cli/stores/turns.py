@@ -5,36 +5,16 @@ The conversation is the path from the leaf back to the root, and file order is n
 chain order: the Claude Code 2.1.197 TUI was seen writing a turn's Bash `tool_use` row
 before the turn's prompt row (e2e test_tui_kill_during_shell_tool_goes_on). A turn cut by
 file order from the prompt on then misses that call, sees no dangling call, and the model
-is asked for the same step again. So the turn's prompt is the first prompt on the chain
-from the last leaf, and the turn is that prompt with everything that hangs from it, each
-record after its parent."""
+is asked for the same step again. So the turn is its prompt (the last prompt row) with
+everything that hangs from it by the chain, wherever it was written, and everything written
+after it, each record after its parent: the last record is then the leaf the harness resumes
+from, and the path from it back to the prompt is all there. (The prompt is taken by file
+order, not as the first prompt on the leaf's path: a side row chained to an old row would
+otherwise make the turn reach back over earlier turns.)"""
 
 from __future__ import annotations
 
 from ..models import Record
-
-PROMPT = "user"  # the kind the wrappers give a user prompt (Parsed.kind)
-
-
-def last_leaf(records: list[Record]) -> Record | None:
-    """The last record, in file order, with an id that no record names as its parent."""
-    parents = {r.parent_id for r in records if r.parent_id}
-    return next((r for r in reversed(records) if r.native_id and r.native_id not in parents), None)
-
-
-def chain_prompt(records: list[Record]) -> Record | None:
-    """The prompt nearest the last leaf on its path back to the root; None without a chain
-    (Codex records carry ids but no parents)."""
-    if not any(r.parent_id for r in records):
-        return None
-    by_id = {r.native_id: r for r in records if r.native_id}
-    current, seen = last_leaf(records), set()
-    while current is not None and current.native_id not in seen:
-        if current.kind == PROMPT:
-            return current
-        seen.add(current.native_id)
-        current = by_id.get(current.parent_id)
-    return None
 
 
 def descendants(records: list[Record], root: Record) -> set[int]:
@@ -75,12 +55,12 @@ def parent_first(records: list[Record]) -> list[Record]:
 
 def chain_turn(window: list[Record], start: int) -> list[Record]:
     """The current turn among `window` (records in file order, from somewhat before the
-    file-order prompt at byte offset `start`): the chain prompt, what hangs from it and
-    everything written after it, parent first. Without a chain (records carry no ids, or
-    no prompt on the leaf's path), the file slice from `start`, as before."""
-    prompt = chain_prompt(window)
-    if prompt is None:
-        return [r for r in window if r.offset >= start]
+    prompt row at byte offset `start`): the prompt, what hangs from it and everything
+    written after it, parent first. Without a chain (Codex records carry ids but no
+    parents) or without an id on the prompt, the file slice from `start`, as before."""
+    at = next((i for i, r in enumerate(window) if r.offset >= start), len(window))
+    prompt = window[at] if at < len(window) else None
+    if prompt is None or not prompt.native_id or not any(r.parent_id for r in window):
+        return window[at:]
     keep = descendants(window, prompt)
-    at = window.index(prompt)
     return parent_first([r for i, r in enumerate(window) if i >= at or i in keep])
