@@ -2,9 +2,11 @@
 writing a turn's Bash `tool_use` row BEFORE the turn's prompt row (e2e
 test_tui_kill_during_shell_tool_goes_on[pinned-claude-code]). A turn cut by file order from
 the prompt on missed the call, saw nothing dangling, and the model was asked for reply #0 a
-second time. Each case here takes a real transcript, cuts it where a kill during the tool
-leaves it (the tool_use row is the last one written, no result), and moves the tool_use row
-to just before the turn's prompt row, as was seen."""
+second time. What was seen there: the model's text row and its tool_use row first, then a
+file-history-snapshot, the prompt row and its two attachments (the prompt stamped 75 ms
+before the tool_use). Each case here takes a real transcript, cuts it where a kill during
+the tool leaves it (the tool_use row is the last one written, no result), and moves the
+model's rows of the turn to just before the turn's prompt row, in the same way."""
 
 from __future__ import annotations
 
@@ -26,18 +28,19 @@ def _transcript(home: Path) -> Path:
     return path
 
 
-def _tool_row_moved_before_prompt(path: Path, cut: int, call_row: int, prompt_row: int) -> dict:
-    """Keep lines [0, cut); move line call_row to just before line prompt_row. The moved row."""
+def _tool_row_moved_before_prompt(path: Path, cut: int, first_moved: int, prompt_row: int) -> dict:
+    """Keep lines [0, cut); move lines [first_moved, cut) (the model's rows, the tool_use row
+    last) to just before line prompt_row. The tool_use row."""
     lines = path.read_bytes().splitlines(keepends=True)[:cut]
-    moved = lines.pop(call_row)
-    lines.insert(prompt_row, moved)
+    moved = lines[first_moved:]
+    lines = lines[:prompt_row] + moved + lines[prompt_row:first_moved]
     path.write_bytes(b"".join(lines))
-    return json.loads(moved)
+    return json.loads(moved[-1])
 
 
-def _imported(tmp_path, harness: str, scenario: str, cut: int, call_row: int, prompt_row: int):
+def _imported(tmp_path, harness: str, scenario: str, cut: int, first_moved: int, prompt_row: int):
     home = fixture_home(harness, scenario, tmp_path)
-    call_row_obj = _tool_row_moved_before_prompt(_transcript(home), cut, call_row, prompt_row)
+    call_row_obj = _tool_row_moved_before_prompt(_transcript(home), cut, first_moved, prompt_row)
     world = LocalWorld()
     wrapper = wrappers.get(harness)
     report = import_sessions(world, wrapper, home, all_=True)
@@ -53,9 +56,10 @@ def _file_slice(world, session, source) -> list:
 
 
 CASES = {
-    # harness, scenario, lines kept, the tool_use row, the turn's prompt row (0-based)
+    # harness, scenario, lines kept, the first of the model's rows moved, the turn's prompt
+    # row (0-based); the tool_use row is the last line kept
     "claude-code third turn": ("claude-code", "multiturn", 22, 21, 20),
-    "claude-code first turn": ("claude-code", "killed", 7, 6, 2),
+    "claude-code first turn": ("claude-code", "killed", 7, 5, 2),  # text + tool_use rows
     "pi third turn": ("pi", "multiturn", 13, 12, 11),
 }
 
@@ -71,8 +75,9 @@ def test_a_tool_call_written_before_its_prompt_is_in_the_current_turn(tmp_path, 
     assert [c.id for c in wrapper.turn_state(turn).dangling] == [call_id]
     assert turn[0].kind == "user" and turn[-1].native_id == wrapper.parse(turn[-1].raw).native_id
     assert json.loads(turn[-1].raw) == moved  # parent first: the call is the leaf, last
-    earlier = [r for r in turn if r.offset < turn[0].offset]
-    assert [json.loads(r.raw) for r in earlier] == [moved]  # nothing of the turns before
+    earlier = [json.loads(r.raw) for r in turn if r.offset < turn[0].offset]
+    assert earlier[-1] == moved and all(row.get("type") in ("assistant", "message")
+                                        for row in earlier)  # nothing of the turns before
 
 
 @pytest.mark.parametrize("case", list(CASES))
