@@ -102,3 +102,13 @@ def test_the_check_finds_a_comparison_and_a_table(tmp_path):
     found = hits(tmp_path / "dh_cli", harness_words())
     assert [f.split(": ", 1)[0] for f in found] == ["dh_cli/a.py:1", "dh_cli/a.py:3", "dh_cli/a.py:4",
                                                      "dh_cli/a.py:6", "dh_cli/a.py:9"]
+
+
+def test_every_wrapper_names_a_store_that_keeps_its_source_kind():
+    from dh_cli.stores import store_for, store_of
+    from dh_cli.models import Source
+
+    for wrapper in REGISTRY.values():
+        store = store_of(wrapper)
+        assert wrapper.source_kind in store.kinds, wrapper.name
+        assert store_for(Source(1, "s", wrapper.source_kind, "x")) is store

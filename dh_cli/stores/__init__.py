@@ -30,5 +30,7 @@ def store_of(wrapper) -> NativeStore:
 
 
 def store_for(source) -> NativeStore:
-    """The store that keeps a source of this kind (for code that holds a source, no wrapper)."""
-    return next(s for s in _stores().values() if source.kind in s.kinds)
+    """The store that keeps a source of this kind (for code that holds a source, no wrapper).
+    A kind no store knows (a row from a world) is read as files, as dh always did."""
+    stores = _stores()
+    return next((s for s in stores.values() if source.kind in s.kinds), stores["jsonl"])
