@@ -81,9 +81,7 @@ def source_path(world, wrapper, session: Session, source: Source, env: dict | No
     mirrored = getattr(world, "mirrored_path", lambda _id: None)(source.id)
     if mirrored and mirrored == source.path and place(world, session.id):
         return Path(mirrored)  # recorded by this machine's own mirror (e.g. Pi's --session-dir)
-    if source.kind == "opencode":
-        return home  # OpenCode's source is its database, which is the home itself
-    return under(home, source.relpath)
+    return wrapper.source_file(home, source.relpath)  # checked under home (OpenCode's: the home)
 
 
 def confined_source(world, wrapper, session: Session, source: Source) -> Source:

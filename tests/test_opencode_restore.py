@@ -57,7 +57,7 @@ def test_the_log_a_killed_opencode_left_is_checkpointed_before_it_starts_again(t
     import sqlite3
     import sys
 
-    from dh_cli.resume.opencode_restore import settle_database
+    from dh_cli.stores.opencode_restore import settle_database
 
     db = tmp_path / "opencode.db"
     writer = ("import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "

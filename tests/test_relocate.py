@@ -127,19 +127,25 @@ def test_moved_opencode_session_exports_the_new_directory(scenario, tmp_path):
     assert cwds and set(cwds) == {new}
 
 
+def carrier(harness: str):
+    from dh_cli.wrappers import get
+
+    return get(harness).carries_cwd
+
+
 def test_rewrite_keeps_every_other_byte():
     """Odd spacing, escapes and nested JSON text: only the carrier values change."""
     old, new = "/home/a/proj", "/srv/b/the app"
     raw = (b'{ "type" : "user", "cwd":"/home/a/proj/sub",  "x":"\\u00fc /home/a/proj",'
            b' "message":{"content":[{"cwd":"/home/a/proj"}]}, "n": -1.5e3, "ok": true}\n')
-    out = rewrite_record(raw, "claude-code", old, new)
+    out = rewrite_record(raw, carrier("claude-code"), old, new)
     assert out == raw.replace(b'"cwd":"/home/a/proj/sub"', b'"cwd":"/srv/b/the app/sub"')
     pi = b'{"type":"session","version":3,"id":"x","cwd":"/home/a/proj"}\n'
-    assert rewrite_record(pi, "pi", old, new) == pi.replace(b"/home/a/proj", b"/srv/b/the app")
-    assert rewrite_record(b"not json\n", "pi", old, new) == b"not json\n"
+    assert rewrite_record(pi, carrier("pi"), old, new) == pi.replace(b"/home/a/proj", b"/srv/b/the app")
+    assert rewrite_record(b"not json\n", carrier("pi"), old, new) == b"not json\n"
     row = json.dumps({"table": "message", "data": json.dumps({"path": {"cwd": old, "root": "/"},
                                                               "other": old})}) + "\n"
-    rewritten = json.loads(rewrite_record(row.encode(), "opencode", old, new))
+    rewritten = json.loads(rewrite_record(row.encode(), carrier("opencode"), old, new))
     inner = json.loads(rewritten["data"])
     assert inner == {"path": {"cwd": new, "root": "/"}, "other": old}
     assert moved("file:///home/a/proj/x", old, new) == "file:///srv/b/the app/x"

@@ -8,7 +8,7 @@ import pytest
 
 from dh_cli import wrappers
 from dh_cli.mirror.importer import import_sessions
-from dh_cli.resume.opencode_export import build_export
+from dh_cli.stores.opencode_export import build_export
 from dh_cli.errors import RebuildConflict
 from dh_cli.resume.rebuild import rebuild_session
 from dh_cli.worlds.local import LocalWorld

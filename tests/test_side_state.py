@@ -10,7 +10,7 @@ import json
 import sqlite3
 
 from dh_cli.models import Record
-from dh_cli.resume.opencode_restore import current_todos, restore_todos
+from dh_cli.stores.opencode_restore import current_todos, restore_todos
 from dh_cli.wrappers import get
 
 from .conftest import FIXTURES, fixture_home

@@ -18,6 +18,7 @@ from typing import Iterator
 
 from ..models import Parsed, Session
 from ..pricing import Pricer, session_cost
+from ..stores import store_of
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .timeline import timeline
@@ -163,23 +164,9 @@ def _waiting(item: dict) -> bool:
     return item["type"] == "tool_call" and item["status"] == "dangling"
 
 
-def _with_logged_usage(records, wrapper: Wrapper) -> Iterator[Parsed]:
-    """JSONL records map one-to-one to parsed ones; the log holds each call's usage once,
-    and the model of the call (which a Codex token record does not name)."""
-    for record in records:
-        p = wrapper.parse(record.raw)
-        p.usage = None if record.tokens_in is None else {
-            "input": record.tokens_in, "output": record.tokens_out,
-            "cache_read": record.tokens_cache_read, "cache_write": record.tokens_cache_write}
-        p.model = record.model or p.model
-        yield p
-
-
 def _conversation(world, session_id: str, source, wrapper: Wrapper) -> Iterator[Parsed]:
-    if source.kind == "opencode":  # the latest version of each row: the store is small
-        return iter(wrapper.conversation(list(world.records(session_id, source.id))))
-    top = world.latest_generation(source.id)
-    return _with_logged_usage(world.records(session_id, source.id, generation=top), wrapper)
+    """The source's conversation as its store keeps it (stores/), usage as logged."""
+    return store_of(wrapper).conversation(world, session_id, source, wrapper)
 
 
 def stream_items(world, session: Session, full: bool = False,
@@ -214,20 +201,14 @@ def view_header(world, session: Session) -> SessionView:
     sources = world.sources(session.id)
     view.sources = [_source_info(world, s) for s in sources]
     if sources:
-        state = get_wrapper(session.harness).turn_state(_last_turn(world, session.id, sources[0]))
+        state = get_wrapper(session.harness).turn_state(_last_turn(world, session, sources[0]))
         view.turn_complete, view.dangling = state.complete, [c.id for c in state.dangling]
     return view
 
 
-def _last_turn(world, session_id: str, source) -> list:
-    """The records of the source's last turn (all of them for the OpenCode store)."""
-    if source.kind == "opencode":
-        return list(world.records(session_id, source.id))
-    top = world.latest_generation(source.id)
-    start = world.conn.execute(
-        "SELECT MAX(\"offset\") FROM records WHERE source_id = ? AND generation = ?"
-        " AND turn_start = 1", [source.id, top]).fetchone()[0]
-    return list(world.records(session_id, source.id, generation=top, from_offset=start or 0))
+def _last_turn(world, session: Session, source) -> list:
+    """The records of the source's last turn, as its store finds them."""
+    return store_of(get_wrapper(session.harness)).last_turn(world, session.id, source)
 
 
 def select_turns(items: Iterator[dict], turn: int | None = None,

@@ -14,14 +14,12 @@ from typing import Callable
 from ..confine import check_native_id
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
+from ..stores import store_of
 from ..wrappers.base import NativeSession, Wrapper
 from ..worlds.checkpoint import fewer_checkpoints
 from ..worlds.log import Log
 from .parse_pool import parsing_elsewhere
 from .session import SessionMirror
-
-# How deep a native file sits below its harness home, and the folder name at the top.
-LAYOUT_DEPTH = {"claude-code": (3, "projects"), "codex": (5, "sessions"), "pi": (3, "sessions")}
 
 
 @dataclass
@@ -40,7 +38,7 @@ def native_for_path(wrapper: Wrapper, path: Path) -> NativeSession:
     """The native session a file belongs to, whether or not it sits in a harness home; its
     id read from the file as the harness wrote it (so a renamed copy is the same session)."""
     path = path.resolve()
-    depth, top = LAYOUT_DEPTH.get(wrapper.name, (0, ""))
+    depth, top = wrapper.layout_depth
     if depth and len(path.parents) >= depth and path.parents[depth - 2].name == top:
         home = path.parents[depth - 1]
         match = [s for s in wrapper.discover(home) if s.sources and s.sources[0].path == path]
@@ -53,7 +51,7 @@ def check_native(wrapper: Wrapper, native: NativeSession) -> None:
     """Refuse what is not a session of this harness: an id not of its shape (a list, a
     flag, 100k characters), or a main file whose first record is not the harness's."""
     main = native.sources[0].path if native.sources else None
-    if main is not None and wrapper.source_kind != "opencode" and not wrapper.is_session_file(Path(main)):
+    if main is not None and store_of(wrapper).session_files and not wrapper.is_session_file(Path(main)):
         raise NativeStateError(f"{main} is not a {wrapper.name} session file")
     check_native_id(wrapper, native.harness_session_id)
 
@@ -72,14 +70,14 @@ def readable_file(path: Path) -> None:
 
 
 def select(wrapper: Wrapper, home: Path, ref: str | None, all_: bool) -> list[NativeSession]:
-    if (all_ or not ref) and wrapper.source_kind != "opencode" and not os.path.isdir(home):
+    files = store_of(wrapper).session_files  # else the home is one database of every session
+    if (all_ or not ref) and files and not os.path.isdir(home):
         raise NativeStateError(f"the {wrapper.name} home {home} does not exist or is not a folder",
                                hint="pass --home, or check the harness's environment variables")
     if all_ or not ref:
         return wrapper.discover(home)
     path = Path(ref)
-    if wrapper.source_kind != "opencode" and (os.sep in ref or ref.endswith(".jsonl")
-                                              or os.path.lexists(path)):
+    if files and (os.sep in ref or ref.endswith(".jsonl") or os.path.lexists(path)):
         readable_file(path)
         return [native_for_path(wrapper, path)]
     found = wrapper.find(home, ref)

@@ -8,9 +8,9 @@ from pathlib import Path
 from ..confine import confined_source
 from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
+from ..stores import store_of
 from ..worlds.log import Log
-from .opencode_tail import OpenCodeTailer
-from .tailer import TailResult, Tailer
+from .tailer import TailResult
 
 
 class SessionMirror:
@@ -24,11 +24,9 @@ class SessionMirror:
         # dh reads only the file confine.py allows for the source on this machine, never a
         # path a pulled row names
         source = confined_source(self.world, self.wrapper, self.session, source)
-        if source.kind == "opencode":
-            tailer = OpenCodeTailer(self.world, self.wrapper, source, self.session.harness_session_id)
-        else:
-            tailer = Tailer(self.world, self.wrapper, source)
-        self.tailers[source.relpath] = tailer
+        store = store_of(self.wrapper)
+        self.tailers[source.relpath] = store.tailer(self.world, self.wrapper, source,
+                                                    self.session.harness_session_id)
 
     def track(self, native: NativeSession) -> None:
         """Start tracking the native session's sources that the log does not know yet."""

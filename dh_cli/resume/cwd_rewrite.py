@@ -1,6 +1,6 @@
 """Rewrite the working directory a native record carries, for a session moved to another
 checkout. Pure: bytes in, bytes out. Only the string values that hold the cwd are touched
-(which ones depends on the harness, see CARRIERS); every other byte of the line stays as the
+(which ones the harness's wrapper says: `Wrapper.carries_cwd`); every other byte of the line stays as the
 harness wrote it, so the rewritten line differs from the original in those values alone.
 
 A path under the old cwd moves with it (`/old/sub` becomes `/new/sub`), and so does its
@@ -100,50 +100,11 @@ def moved(value: str, old: str, new: str) -> str:
     return moved_tags(result, old, new) if result == value else result
 
 
-# ---- which values carry the cwd, per harness ---------------------------------------------------
-def _claude(obj: dict, path: Path_) -> bool:
-    return path == ("cwd",)
-
-
-def _pi(obj: dict, path: Path_) -> bool:
-    return obj.get("type") == "session" and path == ("cwd",)
-
-
-CODEX_META = {"session_meta", "turn_context", "world_state", "event_msg"}
-CODEX_KEYS = {"cwd", "runtime_workspace_roots", "writable_roots", "workspace_roots", "filesystem"}
-
-
-def _codex(obj: dict, path: Path_) -> bool:
-    """Settings records (session_meta, turn_context, world_state, event_msg): values under a
-    cwd or workspace-roots key; and the environment_context message sent to the model."""
-    if obj.get("type") in CODEX_META:
-        return any(key in CODEX_KEYS for key in path if isinstance(key, str))
-    payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
-    return obj.get("type") == "response_item" and payload.get("type") == "message" and \
-        path[:2] == ("payload", "content") and path[-1:] == ("text",)
-
-
-def _opencode(obj: dict, path: Path_) -> bool:
-    """The session row's directory; a message's (or an event's session info's) path.cwd and
-    path.root. Tool parts keep the paths the model and the tools used."""
-    if obj.get("table") == "session":
-        return path == ("directory",)
-    if obj.get("table") == "message":
-        return path in (("data", "<json>", "path", "cwd"), ("data", "<json>", "path", "root"))
-    if obj.get("table") == "event":
-        return path[:3] == ("data", "<json>", "info") and \
-            path[3:] in (("directory",), ("path", "cwd"), ("path", "root"))
-    return False
-
-
-CARRIERS: dict[str, Carrier] = {"claude-code": _claude, "pi": _pi, "codex": _codex,
-                                "opencode": _opencode}
-
-
 # ---- rewriting a record -----------------------------------------------------------------------
-def rewrite_record(raw: bytes, harness: str, old: str, new: str) -> bytes:
-    """The record with the cwd it carries moved from old to new; the same bytes when it
-    carries none (or is not a JSON object: such a line is kept as the harness wrote it)."""
+def rewrite_record(raw: bytes, carrier: Carrier, old: str, new: str) -> bytes:
+    """The record with the cwd it carries (where `carrier(obj, path)`, the wrapper's
+    carries_cwd, says) moved from old to new; the same bytes when it carries none (or is not
+    a JSON object: such a line is kept as the harness wrote it)."""
     if old == new or (not _NEEDS_SCAN.search(old) and old.encode() not in raw):
         return raw
     try:
@@ -154,7 +115,7 @@ def rewrite_record(raw: bytes, harness: str, old: str, new: str) -> bytes:
     if not isinstance(obj, dict):
         return raw
     try:
-        out = _rewrite_text(text, obj, (), CARRIERS[harness], old, new)
+        out = _rewrite_text(text, obj, (), carrier, old, new)
     except (ValueError, RecursionError):
         return raw
     return raw if out == text else out.encode("utf-8")

@@ -11,24 +11,18 @@ updated last, so a relocation cut short is simply done again by the next resume.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..confine import place, under
+from ..confine import place
 from ..errors import LogConflict, NativeStateError
-from ..models import Record, Session, Source
-from ..util import short_hash
-from ..wrappers.base import Wrapper
-from ..wrappers.claude import MAX_SLUG, project_slug
-from ..wrappers.opencode import row_key
-from ..wrappers.pi import pi_session_dir_name
+from ..models import Session, Source
+from ..stores import store_of
 from ..worlds.log import Log
+from ..wrappers.base import Wrapper
 from .cwd_rewrite import rewrite_record
-
-SPAN = 4096  # as the tailer fingerprints a file: its first and last 4 KiB
 
 
 @dataclass
@@ -74,27 +68,6 @@ def target_home(world, wrapper: Wrapper, session: Session, env: dict, moving: bo
     return Path(wrapper.home(env))
 
 
-def moved_relpath(harness: str, relpath: str, cwd: str) -> str:
-    """The source's place under the home for a session in `cwd`: Claude Code keeps it in
-    `projects/<slug of cwd>/`, Pi in `sessions/--<cwd>--/`; the others do not depend on cwd."""
-    parts = relpath.split("/")
-    if harness == "claude-code" and len(parts) >= 3 and parts[0] == "projects":
-        slug = project_slug(cwd)
-        if len(slug) > MAX_SLUG:
-            raise NativeStateError(f"cannot move the session to {cwd}: Claude Code shortens "
-                                   "project folders this long with a hash dh does not compute",
-                                   hint="pick a shorter checkout path")
-        parts[1] = slug
-    elif harness == "pi" and len(parts) == 3 and parts[0] == "sessions" and parts[1].startswith("--"):
-        parts[1] = pi_session_dir_name(cwd)
-    return "/".join(parts)
-
-
-def source_path(wrapper: Wrapper, home: Path, relpath: str) -> Path:
-    """OpenCode's source is its database, which is the home itself."""
-    return home if wrapper.source_kind == "opencode" else under(home, relpath)
-
-
 # ---- relocating ------------------------------------------------------------------------------
 def relocate_session(world, wrapper: Wrapper, session: Session, env: dict,
                      new_cwd: str | None = None, rehome: bool = False) -> Relocation | None:
@@ -134,19 +107,18 @@ def _check_unique(wrapper: Wrapper, sources: list[Source], plan: Relocation) -> 
 
 
 def _relpath(wrapper: Wrapper, source: Source, plan: Relocation) -> str:
-    return moved_relpath(wrapper.name, source.relpath, plan.new_cwd) if plan.moved else source.relpath
+    return wrapper.moved_relpath(source.relpath, plan.new_cwd) if plan.moved else source.relpath
 
 
 def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan: Relocation) -> None:
     relpath = _relpath(wrapper, source, plan)
-    moved = replace(source, relpath=relpath, path=str(source_path(wrapper, Path(plan.new_home), relpath)),
+    moved = replace(source, relpath=relpath, path=str(wrapper.source_file(Path(plan.new_home), relpath)),
                     inode=None, status="live", pending=0)
+    store = store_of(wrapper)
     rewrite = plan.moved and plan.old_cwd and plan.new_cwd
-    records, changed = _rewritten(world, wrapper, session, source, plan) if rewrite else ([], 0)
-    if records and source.kind != "opencode":
-        _as_new_generation(moved, records)
-    elif records:
-        moved.offset = records[-1].offset + 1
+    records, changed = store.rewritten(world, session, source, _cwd_moved(wrapper, plan)) if rewrite else ([], 0)
+    if records:
+        store.advance(moved, records)
     plan.records += changed
     plan.sources.append({"from": source.relpath, "to": relpath, "records": changed})
     event = ("source_moved", {"from": source.relpath, "to": relpath, "path": moved.path,
@@ -158,58 +130,9 @@ def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan
                                "has a source there") from None
 
 
-def _rewritten(world, wrapper, session, source, plan) -> tuple[list[Record], int]:
-    if source.kind == "opencode":
-        records = _rewritten_versions(world, session, source, plan)
-        return records, len(records)
-    return _rewritten_generation(world, wrapper, session, source, plan)
-
-
-def _rewritten_generation(world, wrapper, session, source, plan) -> tuple[list[Record], int]:
-    """The latest generation with the cwd moved, as generation latest+1 (offsets counted
-    afresh), and how many records changed; nothing when none carries the old cwd."""
-    latest = world.latest_generation(source.id)
-    if latest is None:
-        return [], 0
-    out, offset, changed = [], 0, 0
-    for record in world.records(session.id, source.id, latest):
-        raw = rewrite_record(record.raw, wrapper.name, plan.old_cwd, plan.new_cwd)
-        changed += raw != record.raw
-        out.append(replace(record, generation=latest + 1, offset=offset, raw=raw, codec=None))
-        offset += len(raw)
-    return (out, changed) if changed else ([], 0)
-
-
-def _rewritten_versions(world, session: Session, source: Source, plan: Relocation) -> list[Record]:
-    """OpenCode: a new version of every row whose latest version carries the old cwd,
-    appended after the source's last version (its rows are versions, not lines)."""
-    latest: dict[str, Record] = {}
-    last = -1
-    for record in world.records(session.id, source.id):
-        last = max(last, record.offset)
-        try:
-            latest[row_key(json.loads(record.raw))] = record
-        except (ValueError, AttributeError):
-            continue
-    out, offset = [], max(source.offset, last + 1)
-    for record in latest.values():
-        raw = rewrite_record(record.raw, "opencode", plan.old_cwd, plan.new_cwd)
-        if raw != record.raw:
-            out.append(replace(record, offset=offset, raw=raw, codec=None))
-            offset += 1
-    return out
-
-
-def _as_new_generation(source: Source, records: list[Record]) -> None:
-    """The source's progress as if the tailer had just read the rewritten file: its size
-    and fingerprint, so the file rebuilt from the log is recognised as already logged."""
-    data = b"".join(r.raw for r in records)
-    source.generation, source.offset, source.size = records[0].generation, len(data), len(data)
-    if source.kind == "file":
-        source.tail_hash = short_hash(data)
-        return
-    source.head_hash = short_hash(data[:SPAN])
-    source.tail_hash = short_hash(data[max(0, len(data) - SPAN):])
+def _cwd_moved(wrapper: Wrapper, plan: Relocation):
+    """A record's bytes with the cwd it carries moved from the old checkout to the new."""
+    return lambda raw: rewrite_record(raw, wrapper.carries_cwd, plan.old_cwd, plan.new_cwd)
 
 
 # ---- pulling on the fly ------------------------------------------------------------------------

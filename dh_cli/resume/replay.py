@@ -1,8 +1,9 @@
 """Replay classes: what dh tells the model about a tool call cut off by a crash.
 
-`safe` tools only read (or only update a plan): running them again costs nothing. Every other
-tool — shell, edit, write, patch, MCP, anything unknown — is `never`: it may already have
-changed the world, so the model is told to check before repeating it."""
+`safe` tools only read (or only update a plan; each wrapper lists its own, `safe_tools`):
+running them again costs nothing. Every other tool — shell, edit, write, patch, MCP,
+anything unknown — is `never`: it may already have changed the world, so the model is told
+to check before repeating it."""
 
 from __future__ import annotations
 
@@ -10,17 +11,6 @@ import signal
 
 from ..errors import ConfigError
 
-SAFE_TOOLS = {
-    # Claude Code
-    "read", "grep", "glob", "ls", "todowrite", "todoread", "webfetch", "websearch",
-    "notebookread", "exitplanmode", "taskcreate", "taskupdate", "tasklist", "taskget",
-    # Codex
-    "update_plan", "view_image", "get_goal",
-    # OpenCode
-    "list", "codesearch", "todo",
-    # Pi
-    "find",
-}
 CLASSES = ("safe", "never")
 
 SAFE_TEXT = ("[dh] This tool call was interrupted: the harness process stopped before its result "
@@ -61,8 +51,17 @@ def unlogged_text(outcome: dict) -> str:
     return UNLOGGED_TEXT.format(command=(outcome.get("command") or "?")[:300], fate=fate)
 
 
-def default_class(tool: str) -> str:
-    return "safe" if tool.lower() in SAFE_TOOLS else "never"
+def every_safe_tool() -> frozenset[str]:
+    """The tools any known harness's wrapper calls safe (`Wrapper.safe_tools`): for a caller
+    that does not say which harness the tool is of."""
+    from ..wrappers import REGISTRY
+
+    return frozenset().union(*(w.safe_tools for w in REGISTRY.values()))
+
+
+def default_class(tool: str, safe_tools: frozenset[str] | None = None) -> str:
+    safe = every_safe_tool() if safe_tools is None else safe_tools
+    return "safe" if tool.lower() in safe else "never"
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -76,8 +75,9 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def replay_class(tool: str, overrides: dict[str, str]) -> str:
-    return overrides.get(tool.lower()) or default_class(tool)
+def replay_class(tool: str, overrides: dict[str, str], safe_tools: frozenset[str] | None = None) -> str:
+    """`--replay` first, else the harness's own safe tools (every harness's when not given)."""
+    return overrides.get(tool.lower()) or default_class(tool, safe_tools)
 
 
 def _signal_name(number: int) -> str:

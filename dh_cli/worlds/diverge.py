@@ -49,7 +49,9 @@ def diverged(a_world, a_source, a: Mark, b_world, b_source, b: Mark, same=None) 
     mine, theirs = raw_at(a_world, a_source, check), raw_at(b_world, b_source, check)
     if mine is not None and theirs is not None:
         return mine != theirs if same is None else same(mine) != same(theirs)
-    if a_source.kind == "opencode":  # its offsets count row versions, not bytes
+    from ..stores import store_for
+
+    if not store_for(a_source).offsets_are_bytes:  # OpenCode's count row versions: no span
         return False
     lacking_world, lacking_source = (b_world, b_source) if theirs is None else (a_world, a_source)
     return _spanned(lacking_world, lacking_source, check)

@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine import under
 from ..models import Parsed, Record, ToolCall
 from .relaunch import Relaunch  # noqa: F401 - part of the wrapper interface
 from .identity import file_mark, pick_launched, same_dir
@@ -174,6 +175,14 @@ class Wrapper:
     # transcript or a world chose it, so anything else is refused before it reaches an argv.
     native_id_shape: re.Pattern = re.compile(r"(?!)")
 
+    store: str = "jsonl"  # the native store that keeps its sessions (dh_cli/stores/)
+    # how deep a session file sits below the home, and the folder name at the top of that
+    # path (`dh import PATH` finds the home of a file from it); (0, "") when it does not tell
+    layout_depth: tuple[int, str] = (0, "")
+    # tools that only read (or only update a plan): a call cut by a crash is safe to run again
+    # (resume/replay.py); lower case
+    safe_tools: frozenset[str] = frozenset()
+
     def native_id_ok(self, native_id: str) -> bool:
         return bool(self.native_id_shape.fullmatch(native_id))
 
@@ -228,6 +237,20 @@ class Wrapper:
     def _sessions_at(self, home: Path, path: Path) -> list[NativeSession]:
         rel = str(path.relative_to(home)) if path.is_relative_to(home) else path.name
         return [NativeSession(native_id_from_path(path), home, None, [NativeSource("jsonl", path, rel)])]
+
+    def source_file(self, home: Path, relpath: str) -> Path:
+        """The file of a source under the home, on this machine (relpath checked)."""
+        return under(home, relpath)
+
+    def moved_relpath(self, relpath: str, cwd: str) -> str:
+        """The source's relpath for the session moved to `cwd` (`dh resume --cwd`): the same
+        unless the harness files sessions by their working directory."""
+        return relpath
+
+    def carries_cwd(self, obj: dict, path: tuple) -> bool:
+        """Whether the string at `path` (keys and indexes; "<json>" enters a JSON text) in
+        the record `obj` holds the session's cwd, to move with it (resume/cwd_rewrite.py)."""
+        return False
 
     def watch_root(self, home: Path) -> Path:
         """The folder to watch when the session file is not known before launch."""
@@ -357,7 +380,7 @@ class Wrapper:
 
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """Native records that close a dangling tool call with `text` as an error result,
-        in the harness's own format, to append to the session file."""
+        in the harness's own format, for the JSONL store to append to the session file."""
         raise NotImplementedError
 
 

@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 from .. import paths
+from ..errors import NativeStateError
 from ..models import Parsed, Record, ToolCall, ToolResult
 from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, load_json,
                    regular_file, text_of)
@@ -85,6 +86,25 @@ class ClaudeWrapper(Wrapper):
     tried_versions = ("2.1.197", "2.1.332")
     side_sources = True  # subagents/, tool-results/, tasks/<id>/
     packages = ("@anthropic-ai/claude-code",)
+    layout_depth = (3, "projects")  # projects/<slug of cwd>/<id>.jsonl
+    safe_tools = frozenset({"read", "grep", "glob", "ls", "todowrite", "todoread", "webfetch",
+                            "websearch", "notebookread", "exitplanmode", "taskcreate",
+                            "taskupdate", "tasklist", "taskget"})
+
+    def moved_relpath(self, relpath: str, cwd: str) -> str:
+        """Claude Code keeps a session in `projects/<slug of cwd>/`."""
+        parts = relpath.split("/")
+        if len(parts) >= 3 and parts[0] == "projects":
+            slug = project_slug(cwd)
+            if len(slug) > MAX_SLUG:
+                raise NativeStateError(f"cannot move the session to {cwd}: Claude Code shortens "
+                                       "project folders this long with a hash dh does not compute",
+                                       hint="pick a shorter checkout path")
+            parts[1] = slug
+        return "/".join(parts)
+
+    def carries_cwd(self, obj: dict, path: tuple) -> bool:
+        return path == ("cwd",)
 
     def first_record_ok(self, obj: dict) -> bool:
         # every row carries sessionId; older transcripts may start with a summary row

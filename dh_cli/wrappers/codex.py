@@ -44,6 +44,9 @@ VALUE_FLAGS = frozenset({
 EXEC_WORDS = {"exec", "e"}
 # --last/--all pick a session themselves; images belong to the prompt already in the history
 RESUME_DROP = {"--last", "--all", "-i", "--image"}
+# the records that carry the cwd, and the keys under which they do (carries_cwd)
+CODEX_META = {"session_meta", "turn_context", "world_state", "event_msg"}
+CODEX_KEYS = {"cwd", "runtime_workspace_roots", "writable_roots", "workspace_roots", "filesystem"}
 ROLLOUT_RE = re.compile(r"rollout-.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 
 
@@ -69,6 +72,17 @@ class CodexWrapper(Wrapper):
 
     tried_versions = ("0.171.0", "0.171.0")  # also the newest on npm here (2026-12-01)
     packages = ("@openai/codex",)
+    layout_depth = (5, "sessions")  # sessions/YYYY/MM/DD/rollout-….jsonl
+    safe_tools = frozenset({"update_plan", "view_image", "get_goal"})
+
+    def carries_cwd(self, obj: dict, path: tuple) -> bool:
+        """Settings records (session_meta, turn_context, world_state, event_msg): values under a
+        cwd or workspace-roots key; and the environment_context message sent to the model."""
+        if obj.get("type") in CODEX_META:
+            return any(key in CODEX_KEYS for key in path if isinstance(key, str))
+        payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+        return obj.get("type") == "response_item" and payload.get("type") == "message" and \
+            path[:2] == ("payload", "content") and path[-1:] == ("text",)
 
     def home(self, env: dict | None = None) -> Path:
         return paths.codex_home(env)

@@ -91,9 +91,9 @@ def opencode_edit(call: ToolCall, result: ToolResult) -> Edit | None:
 def write_claude_tasks(home: Path, native_id: str, document) -> list[str]:
     """tasks/<session>/<id>.json as Claude Code 2.1.197 writes them (2-space JSON, an empty
     .lock beside), only when the session's folder is missing: the harness's live files win."""
-    from ..resume.rebuild import safe_target
+    from ..confine import under  # home/relpath, refused when it leaves home
 
-    folder = safe_target(home, f"tasks/{native_id}")
+    folder = under(home, f"tasks/{native_id}")
     if folder.exists():
         return []
     doc = document()
@@ -108,7 +108,7 @@ def write_claude_tasks(home: Path, native_id: str, document) -> list[str]:
         body = {"id": item.id, "subject": item.content, "description": item.description or "",
                 "activeForm": item.active_form or "", "status": item.status,
                 "blocks": item.blocks, "blockedBy": item.blocked_by}
-        target = safe_target(folder, f"{item.id}.json")
+        target = under(folder, f"{item.id}.json")
         target.write_text(json.dumps(body, indent=2, ensure_ascii=False))
         written.append(f"tasks/{native_id}/{item.id}.json")
     return written

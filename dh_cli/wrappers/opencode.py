@@ -10,7 +10,7 @@ What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and wha
   tables);
 - the `todo` rows (the todowrite list): mirrored; import drops them (2 rows before, 0
   after), so dh writes them back after the import, into the columns the table has, while
-  no OpenCode runs (resume/opencode_restore.py);
+  no OpenCode runs (stores/opencode_restore.py);
 - `event`/`event_sequence`: mirrored, not restored: import writes none and a resume did
   not miss them;
 - `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
@@ -18,21 +18,20 @@ What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and wha
 
 from __future__ import annotations
 
-import copy
-import json
 import re
-import time
 from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
+# the row helpers live with the store; imported here so that wrappers.opencode keeps naming them
+from ..stores.opencode_rows import (drop_empty_assistant, latest_rows, repair_export,  # noqa: F401
+                                    row_data, row_key, row_order)
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
-OPEN_TOOL_STATES = {"pending", "running"}
 VALUE_FLAGS = frozenset({
     "-s", "--session", "-m", "--model", "--agent", "--format", "--title", "-f", "--file",
     "--variant", "--port", "--attach", "--log-level", "--dir", "--command", "--prompt",
@@ -40,40 +39,6 @@ VALUE_FLAGS = frozenset({
 RESUMING_FLAGS = {"-s", "--session", "-c", "--continue"}
 # what picks or names the session, or belongs to the first message only (files, a command)
 RESUME_DROP = RESUMING_FLAGS | {"--fork", "--title", "-f", "--file", "--command", "--prompt"}
-
-
-def row_key(row: dict) -> str:
-    ident = row.get("id") or row.get("aggregate_id") or row.get("session_id") or ""
-    return f"{row.get('table')}/{ident}" if row.get("table") != "todo" else \
-        f"todo/{row.get('session_id')}/{row.get('position')}"
-
-
-def latest_rows(records: list[Record]) -> list[dict]:
-    """The current version of every row, in first-seen order."""
-    rows: dict[str, dict] = {}
-    for record in records:
-        try:
-            row = json.loads(record.raw)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            key = row_key(row)
-            rows[key] = row
-    return list(rows.values())
-
-
-def row_data(row: dict) -> dict:
-    try:
-        data = json.loads(row.get("data") or "{}")
-    except (TypeError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _row_order(row: dict) -> tuple:
-    """Creation time, then id; a value of another type (a damaged row) sorts first."""
-    created, ident = row.get("time_created"), row.get("id")
-    return (created if type(created) in (int, float) else 0, ident if type(ident) is str else "")
 
 
 class OpenCodeWrapper(Wrapper):
@@ -91,6 +56,25 @@ class OpenCodeWrapper(Wrapper):
     # (its own exit takes < 1 s after the final step), dh ends it.
     linger_after_turn = 10.0
     source_kind = "opencode"
+    store = "opencode"  # dh_cli/stores/opencode.py
+    safe_tools = frozenset({"read", "grep", "glob", "list", "codesearch", "todowrite", "todoread",
+                            "webfetch", "websearch", "todo"})
+
+    def source_file(self, home: Path, relpath: str) -> Path:
+        """OpenCode's source is its database, which is the home itself."""
+        return home
+
+    def carries_cwd(self, obj: dict, path: tuple) -> bool:
+        """The session row's directory; a message's (or an event's session info's) path.cwd
+        and path.root. Tool parts keep the paths the model and the tools used."""
+        if obj.get("table") == "session":
+            return path == ("directory",)
+        if obj.get("table") == "message":
+            return path in (("data", "<json>", "path", "cwd"), ("data", "<json>", "path", "root"))
+        if obj.get("table") == "event":
+            return path[:3] == ("data", "<json>", "info") and \
+                path[3:] in (("directory",), ("path", "cwd"), ("path", "root"))
+        return False
 
     def home(self, env: dict | None = None) -> Path:
         """For OpenCode the 'home' is its database file."""
@@ -111,7 +95,7 @@ class OpenCodeWrapper(Wrapper):
         return home / "opencode.db" if home.is_dir() else home
 
     def discover(self, home: Path) -> list[NativeSession]:
-        from ..mirror.opencode_db import list_sessions
+        from ..stores.opencode_db import list_sessions
 
         db = self.db_file(home)
         return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
@@ -121,7 +105,7 @@ class OpenCodeWrapper(Wrapper):
         """Session rows for cwd (`session.directory`) updated since `since`, oldest first.
         OpenCode's TUI prints no id, and `run` prints one only with the first model reply."""
         from ..errors import NativeStateError
-        from ..mirror.opencode_db import sessions_since
+        from ..stores.opencode_db import sessions_since
 
         db = self.db_file(home)
         if not db.exists():
@@ -135,7 +119,7 @@ class OpenCodeWrapper(Wrapper):
 
     def snapshot(self, home: Path, cwd: str) -> dict:
         from ..errors import NativeStateError
-        from ..mirror.opencode_db import sessions_since
+        from ..stores.opencode_db import sessions_since
 
         db = self.db_file(home)
         try:
@@ -147,7 +131,7 @@ class OpenCodeWrapper(Wrapper):
     def launched_session(self, home, cwd, since, before, resuming, claimed=lambda sid: False):
         """As for every harness, with the row's time_updated as the mark (the database file
         changes for every session in it)."""
-        from ..mirror.opencode_db import sessions_since
+        from ..stores.opencode_db import sessions_since
 
         db = self.db_file(home)
         try:
@@ -209,7 +193,7 @@ class OpenCodeWrapper(Wrapper):
 
     def conversation(self, records: list[Record]) -> list[Parsed]:
         rows = [r for r in latest_rows(records) if r.get("table") in ("message", "part")]
-        rows.sort(key=_row_order)
+        rows.sort(key=row_order)
         return [self.parse_safe(row) for row in rows]
 
     def turn_state(self, records: list[Record]) -> TurnState:
@@ -293,56 +277,3 @@ class OpenCodeWrapper(Wrapper):
         if not prompt:
             return Relaunch(argv)
         return Relaunch(argv, continues="typed", typed=prompt, ready=b"ctrl+p")
-
-    def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
-        """OpenCode keeps no JSONL to append to: its repair is `repair_export` on the export
-        JSON before `opencode import`."""
-        return []
-
-
-# ---- repairing an export before `opencode import` --------------------------------------------
-
-def repair_export(export: dict, call_id: str, text: str) -> dict:
-    """A copy of the export with the tool part of `call_id` closed as an error carrying
-    dh's text, so the resumed model reads it instead of OpenCode's own "[Tool execution was
-    interrupted]". Only an open part (pending/running) or one OpenCode itself marked
-    interrupted is touched: a finished result is never overwritten."""
-    repaired = copy.deepcopy(export)
-    for message in repaired.get("messages") or []:
-        for part in message.get("parts") or []:
-            if part.get("type") == "tool" and part.get("callID") == call_id and _open(part):
-                part["state"] = _error_state(part.get("state") or {}, text)
-    return repaired
-
-
-def _open(part: dict) -> bool:
-    state = part.get("state") or {}
-    interrupted = (state.get("metadata") or {}).get("interrupted")
-    return state.get("status") in OPEN_TOOL_STATES or \
-        (state.get("status") == "error" and bool(interrupted))
-
-
-def _error_state(state: dict, text: str) -> dict:
-    """OpenCode's error state; input and start time kept, the end stamped now if unknown."""
-    times = state.get("time") or {}
-    now = time.time_ns() // 1_000_000
-    start = times.get("start", now)
-    return {"status": "error", "input": state.get("input") or {}, "error": text,
-            "time": {"start": start, "end": times.get("end", max(now, start))}}
-
-
-def drop_empty_assistant(export: dict) -> dict:
-    """A copy of the export without its trailing assistant messages that hold only a
-    `step-start` part: the step a kill cut before any output. OpenCode skips them on
-    resume anyway; dropping them keeps the rebuilt session clean."""
-    trimmed = copy.deepcopy(export)
-    messages = trimmed.get("messages") or []
-    while messages and _empty_assistant(messages[-1]):
-        messages.pop()
-    return trimmed
-
-
-def _empty_assistant(message: dict) -> bool:
-    info = message.get("info") or {}
-    kinds = {p.get("type") for p in message.get("parts") or []}
-    return info.get("role") == "assistant" and kinds <= {"step-start"}

@@ -61,6 +61,18 @@ class PiWrapper(Wrapper):
     tried_versions = ("0.73.1", "1.6.0")
     packages = ("@mariozechner/pi-coding-agent", "@earendil-works/pi-coding-agent")
     entry_points = ("dist/cli.js", "dist/bundle/cli.js")
+    layout_depth = (3, "sessions")  # sessions/--<cwd>--/<time>_<id>.jsonl
+    safe_tools = frozenset({"read", "grep", "find", "ls"})
+
+    def moved_relpath(self, relpath: str, cwd: str) -> str:
+        """Pi keeps a session in `sessions/--<cwd>--/` (a --session-dir file stays put)."""
+        parts = relpath.split("/")
+        if len(parts) == 3 and parts[0] == "sessions" and parts[1].startswith("--"):
+            parts[1] = pi_session_dir_name(cwd)
+        return "/".join(parts)
+
+    def carries_cwd(self, obj: dict, path: tuple) -> bool:
+        return obj.get("type") == "session" and path == ("cwd",)
 
     def first_record_ok(self, obj: dict) -> bool:
         return obj.get("type") == "session"  # the header Pi writes first

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from dh_cli.mirror.opencode_db import list_sessions, session_rows
+from dh_cli.stores.opencode_db import list_sessions, session_rows
 from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.opencode import row_key
 

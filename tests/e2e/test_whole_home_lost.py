@@ -112,7 +112,7 @@ def test_a_harness_that_does_not_exit_after_its_turn_is_ended(real_rig, tmp_path
     import subprocess
     import sys
 
-    from dh_cli.resume.opencode_restore import settle_database
+    from dh_cli.stores.opencode_restore import settle_database
     from tests.rig import SCRIPT
 
     rig = real_rig(SCRIPT)

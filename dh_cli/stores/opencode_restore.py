@@ -16,16 +16,15 @@ from pathlib import Path
 
 from ..errors import NativeStateError
 from ..models import Session
-from ..wrappers.opencode import drop_empty_assistant
+from .files import safe_target
+from .opencode_db import list_sessions
 from .opencode_export import build_export
-from .rebuild import safe_target
+from .opencode_rows import drop_empty_assistant, latest_rows, row_data
 
 IMPORT_TIMEOUT = 120.0
 
 
 def session_in_db(db: Path, session_id: str | None) -> bool:
-    from ..mirror.opencode_db import list_sessions
-
     try:
         return any(sid == session_id for sid, _ in list_sessions(db))
     except NativeStateError:
@@ -57,8 +56,6 @@ def import_dir(session: Session, records) -> str:
     OpenCodeWrapper.linger_after_turn). That is the directory OpenCode itself recorded for
     the session (differs from dh's cwd under `opencode --dir`), when this machine recorded it
     and it exists; else the session's cwd. A log pulled from elsewhere never picks it."""
-    from ..wrappers.opencode import latest_rows
-
     if session.host == socket.gethostname():
         rows = [r for r in latest_rows(records) if r.get("table") == "session"
                 and r.get("id") == session.harness_session_id]
@@ -111,8 +108,6 @@ def current_todos(records, session_id: str) -> list[dict]:
     """The session's todo list as the log last saw it. OpenCode's todowrite replaces the
     whole list (rows at positions 0..n-1); the log keeps every row it ever saw, so a row at
     a position past the newest todowrite's list is one a later write dropped."""
-    from ..wrappers.opencode import latest_rows, row_data
-
     latest = latest_rows(records)
     rows = [r for r in latest if r.get("table") == "todo" and r.get("session_id") == session_id
             and isinstance(r.get("position"), int)]

@@ -10,10 +10,10 @@ from pathlib import Path
 from ..errors import NativeStateError
 from ..models import Source
 from ..util import short_hash
+from ..mirror.tailer import TailResult
 from ..wrappers.base import Wrapper, to_record
-from ..wrappers.opencode import row_key
 from .opencode_db import session_rows
-from .tailer import TailResult
+from .opencode_rows import row_key
 
 
 class OpenCodeTailer:
