@@ -245,8 +245,11 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
     def name(n: int) -> str:
         return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
 
+    from .documents.build import documents_of
+
     view, turns = session_trace(world, found)
-    for number, data in enumerate(pages(view, turns, per_page, name if out else None), 1):
+    docs = documents_of(world, found)
+    for number, data in enumerate(pages(view, turns, per_page, name if out else None, docs), 1):
         data = clean_bytes(data, show_secrets)
         if out is None:
             if number == wanted:
