@@ -64,19 +64,29 @@ GIT_LS = ["ls-files", "-co", "--exclude-standard", "-z"]
 
 def git_paths(cwd: str) -> list[str] | None:
     """Paths git counts in cwd (relative to it), or None when cwd is not in a work tree."""
-    return finish_git_paths(start_git_paths(cwd))
+    return finish_git(start_git(cwd, GIT_LS))
 
 
-def start_git_paths(cwd: str) -> subprocess.Popen | None:
-    """`git ls-files` started, so the caller can do other work while git walks the tree."""
+# `git status` as the change detector of a snapshot after the first (snapshot.py): git compares
+# every tracked file's stat facts with its index in C, on several threads, and lists untracked
+# files by the same ignore rules as `ls-files -co --exclude-standard`. --no-optional-locks:
+# a snapshot never rewrites the user's index.
+GIT_STATUS = ["--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
+              "--no-renames", "--ignore-submodules=none"]
+GIT_TRACKED = ["ls-files", "-c", "-v", "-z"]
+
+
+def start_git(cwd: str, args: list[str]) -> subprocess.Popen | None:
+    """git started, so the caller can do other work while git walks the tree."""
     try:
-        return subprocess.Popen(["git", "-C", cwd, *GIT_LS], stdout=subprocess.PIPE,
+        return subprocess.Popen(["git", "-C", cwd, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     except OSError:
         return None
 
 
-def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
+def finish_git(proc: subprocess.Popen | None) -> list[str] | None:
+    """The NUL-separated items git printed, or None when it failed."""
     if proc is None:
         return None
     try:
@@ -85,9 +95,34 @@ def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
         proc.kill()
         proc.communicate()
         return None
-    if proc.returncode != 0:
+    return [p for p in os.fsdecode(out).split("\0") if p] if proc.returncode == 0 else None
+
+
+def status_sets(items: list[str]) -> tuple[set[str], set[str]]:
+    """(untracked paths, other reported paths) of `git status --porcelain -z --no-renames`."""
+    untracked, reported = set(), set()
+    for item in items:
+        (untracked if item[:2] == "??" else reported).add(item[3:])
+    return untracked, reported
+
+
+def tracked_set(items: list[str]) -> tuple[set[str], bool]:
+    """(tracked paths, all plainly cached) of `git ls-files -c -v -z`: a file marked
+    assume-unchanged (lower-case tag) or skip-worktree (S) is one git status does not look at."""
+    paths, plain = set(), True
+    for item in items:
+        paths.add(item[2:])
+        plain = plain and item[0] == "H"
+    return paths, plain
+
+
+def index_key(dirs: tuple[str, str]) -> tuple | None:
+    """The index file's stat facts: unchanged, the tracked set and its contents are too."""
+    try:
+        st = os.stat(os.path.join(dirs[0], "index"))
+    except OSError:
         return None
-    return [p for p in os.fsdecode(out).split("\0") if p]
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def git_dirs(cwd: str) -> tuple[str, str] | None:
