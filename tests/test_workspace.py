@@ -296,3 +296,24 @@ def test_a_full_listing_is_taken_at_least_once_a_minute(world, repo, monkeypatch
     monkeypatch.setattr(module, "FULL_EVERY", 0.0)
     snap.take("tool", 1, "c", always=True)
     assert snap.known.since > since  # a full listing again
+
+
+def test_a_cwd_below_the_top_of_its_work_tree(world, repo):
+    """git status names paths from the work tree's top: a session started in repo/src sees
+    its own files only, by their paths under src."""
+    rules = Rules(max_size=2048)
+    cwd = repo / "src"
+    snap = Snapshotter(world, world.create_session("claude-code", cwd=str(cwd)).id, str(cwd), rules)
+    age(repo, 30)
+    for change in (None, "edit", "untracked", "outside"):
+        if change == "edit":
+            (cwd / "app.py").write_text("print('below')\n")
+        elif change == "untracked":
+            (cwd / "sub").mkdir()
+            (cwd / "sub" / "n.txt").write_text("n\n")
+        elif change == "outside":
+            (repo / "README").write_text("not in this cwd\n")
+        taken = snap.take("tool", 1, f"s-{change}", always=True)
+        assert flat_tree(world, taken.root) == flat_dir(str(cwd), rules)
+    assert sorted(flat_tree(world, taken.root)) == ["app.py", "sub/n.txt"]
+    assert snap.known is not None and snap.prefix == "src/"

@@ -71,8 +71,10 @@ def git_paths(cwd: str) -> list[str] | None:
 # every tracked file's stat facts with its index in C, on several threads, and lists untracked
 # files by the same ignore rules as `ls-files -co --exclude-standard`. --no-optional-locks:
 # a snapshot never rewrites the user's index.
+# Its paths are relative to the work tree's top, whatever the cwd: `-- .` keeps those under
+# the cwd, and status_sets cuts the cwd's prefix off (git_prefix).
 GIT_STATUS = ["--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
-              "--no-renames", "--ignore-submodules=none"]
+              "--no-renames", "--ignore-submodules=none", "--", "."]
 GIT_TRACKED = ["ls-files", "-c", "-v", "-z"]
 
 
@@ -98,12 +100,25 @@ def finish_git(proc: subprocess.Popen | None) -> list[str] | None:
     return [p for p in os.fsdecode(out).split("\0") if p] if proc.returncode == 0 else None
 
 
-def status_sets(items: list[str]) -> tuple[set[str], set[str]]:
-    """(untracked paths, other reported paths) of `git status --porcelain -z --no-renames`."""
-    untracked, reported = set(), set()
+def status_sets(items: list[str], prefix: str = "") -> tuple[set[str], set[str]]:
+    """(untracked paths, other reported paths) of `git status --porcelain -z --no-renames`,
+    relative to the cwd (`prefix`: the cwd's path below the work tree's top, with a slash)."""
+    untracked, reported, cut = set(), set(), len(prefix)
     for item in items:
-        (untracked if item[:2] == "??" else reported).add(item[3:])
+        path = item[3:]
+        if path.startswith(prefix):
+            (untracked if item[:2] == "??" else reported).add(path[cut:])
     return untracked, reported
+
+
+def git_prefix(cwd: str) -> str | None:
+    """The cwd's path below its work tree's top ('' at the top, else ending in '/')."""
+    try:
+        out = subprocess.run(["git", "-C", cwd, "rev-parse", "--show-prefix"], capture_output=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return os.fsdecode(out.stdout).rstrip("\n") if out.returncode == 0 else None
 
 
 def tracked_set(items: list[str]) -> tuple[set[str], bool]:

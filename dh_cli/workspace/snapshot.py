@@ -25,7 +25,7 @@ from ..errors import NativeStateError
 from ..util import now_iso
 from .objects import BLOB, DIR, FILE, LINK, TREE, TreeEntry, blob_hash, encode, tree_bytes, tree_hash
 from .scan import (GIT_STATUS, GIT_TRACKED, Entry, Rules, entry_of, finish_git, git_dirs, git_head,
-                   index_key, start_git, status_sets, tracked_set, walk_paths)
+                   git_paths, git_prefix, index_key, start_git, status_sets, tracked_set, walk_paths)
 from .store import Snapshot, store_for
 
 Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
@@ -59,6 +59,7 @@ class Snapshotter:
         self.dir_hash: dict[str, str] = {}
         self.last: tuple | None = None  # (root, head) of the last snapshot stored
         self.git: tuple | None | bool = False  # git dirs, None when not a work tree (asked once)
+        self.prefix: str | None = None  # the cwd below its work tree's top (git_prefix)
         self.known: GitState | None = None  # None: the next listing is a full one
         self.racy: set[str] = set()  # files read within RACY_NS of their mtime: read again
 
@@ -70,6 +71,7 @@ class Snapshotter:
             return None
         if self.git is False:
             self.git = git_dirs(self.cwd)
+            self.prefix = git_prefix(self.cwd) if self.git else None
             self.last = self.store.last(self.session_id)
         objects: dict[str, tuple] = {}
         flat, head, branch = self._listing(objects)
@@ -97,7 +99,7 @@ class Snapshotter:
     # files ------------------------------------------------------------------------------------
     def _listing(self, objects: dict) -> tuple[Flat, str | None, str | None]:
         """(entries, HEAD, branch): from git status when it can be trusted, else full."""
-        fast = self._from_status(objects) if self.git and self.known else None
+        fast = self._from_status(objects) if self.known and self.prefix is not None else None
         return fast if fast is not None else self._full_listing(objects)
 
     def _from_status(self, objects: dict) -> tuple[Flat, str | None, str | None] | None:
@@ -109,7 +111,7 @@ class Snapshotter:
         status = finish_git(start_git(self.cwd, GIT_STATUS))
         if status is None or index_key(self.git) != known.index:
             return None
-        untracked, reported = status_sets(status)
+        untracked, reported = status_sets(status, self.prefix)
         self._check_count(len(known.tracked) + len(untracked - known.tracked))
         look = untracked | reported | known.reported | self.racy
         fresh = self._flat([p for p in look if p in known.tracked or p in untracked], objects)
@@ -141,12 +143,14 @@ class Snapshotter:
         self.known = None
         if procs is None:
             return None
+        if self.prefix is None:  # git status's paths could not be made relative to the cwd
+            return git_paths(self.cwd)
         listed, status = finish_git(procs[0]), finish_git(procs[1])
         if listed is None or status is None:
             return None
         tracked, plain = tracked_set(listed)
-        untracked, reported = status_sets(status)
-        if plain:
+        untracked, reported = status_sets(status, self.prefix)
+        if plain and self.prefix is not None:
             self.known = GitState(key, frozenset(tracked), frozenset(untracked),
                                   frozenset(reported | untracked), time.monotonic())
         return sorted(tracked | untracked)
