@@ -317,3 +317,31 @@ def test_a_cwd_below_the_top_of_its_work_tree(world, repo):
         assert flat_tree(world, taken.root) == flat_dir(str(cwd), rules)
     assert sorted(flat_tree(world, taken.root)) == ["app.py", "sub/n.txt"]
     assert snap.known is not None and snap.prefix == "src/"
+
+
+def test_secret_and_large_files_are_in_neither_the_log_nor_the_world(world, repo, tmp_path, pg_url):
+    """Greps the log's files and its decoded objects and records, and every row of the real
+    PostgreSQL world (decoded too). The control: a compressible file under the size limit is
+    found by the same grep (so a deflated copy would be), and a second log whose rules store
+    everything shows the secret and the large file where this one has neither."""
+    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.sync import push
+
+    from .workspace_stored import holds, log_bytes, world_bytes
+
+    control = b"C" * 1500 + b"control-marker-7373"
+    (repo / "src" / "long.txt").write_bytes(control)
+    snap, sid = snapper(world, repo)
+    files = flat_tree(world, snap.take("tool", 1, "call-1").root)
+    assert files["src/long.txt"].note is None and files["big.dat"].note == "large"
+    remote = PostgresWorld(pg_url)
+    push(world, remote, [sid])
+    for stored in (log_bytes(world), world_bytes(remote)):
+        assert holds(stored, b"control-marker-7373") and holds(stored, b"print('hi')")
+        assert not holds(stored, SECRET) and not holds(stored, b"large-file-marker-9191")
+    remote.close()
+    permissive = LocalWorld(tmp_path / "permissive" / "dh.db")
+    session = permissive.create_session("claude-code", cwd=str(repo), state="running")
+    Snapshotter(permissive, session.id, str(repo), Rules(max_size=1 << 30, secrets=())).take("tool")
+    assert holds(log_bytes(permissive), SECRET) and holds(log_bytes(permissive), b"large-file-marker-9191")
+    permissive.close()
