@@ -143,10 +143,12 @@ def log_show(
     liveness.mark([view.session], world.path)
     savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
     items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
-    items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
-    from .workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
+    from .workspace.cli import snapshots_of, with_snapshots  # a mark where each snapshot was taken
 
     snaps = snapshots_of(world, found.id)
+    if not json_:
+        items = with_snapshots(items, snaps)
+    items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
     if json_:
         output.stream_json("items", items, lambda: {
             **{k: v for k, v in view.to_dict().items() if k != "items"},
@@ -155,8 +157,6 @@ def log_show(
     with output.pager(not no_pager):
         render.session_head(view)
         render.session_items(items)
-        for snap in snaps:
-            render.line(clean(f"  ⧉ workspace {snapshot_line(snap)}", show_secrets, terminal))
         render.session_tail(view)
 
 
