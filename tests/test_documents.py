@@ -5,10 +5,15 @@ refused edit is in the history."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sqlite3
 
+import pytest
+
 from .conftest import fixture_home
+from .test_export import CHROMIUM, open_in_chromium
 
 
 def docs_of(run_dh, harness: str, scenario: str, tmp_path) -> dict:
@@ -121,3 +126,69 @@ def test_opencode_todo_rows_are_put_back_after_an_import(run_dh, tmp_path):
     with sqlite3.connect(db) as conn:
         assert conn.execute(query).fetchall() == own
     assert restore_documents(world, get_wrapper("opencode"), session) == []  # present: kept
+
+
+# the HTML export: the documents beside the conversation, checked in headless chromium -------
+def own_lists(harness: str, home) -> dict[str, list[tuple[str, str]]]:
+    """What the harness itself holds at the end, as (content, status) per document kind:
+    Claude Code's last toolUseResult.newTodos (the same list as its last TodoWrite input),
+    its tasks/<session>/<id>.json files, OpenCode's `todo` rows; Codex refused its only
+    update_plan, so it holds no plan."""
+    if harness == "opencode":
+        with sqlite3.connect(home) as conn:
+            rows = conn.execute("SELECT content, status FROM todo ORDER BY position").fetchall()
+        return {"todos": rows}
+    if harness == "codex":
+        return {"plan": []}
+    tasks = [json.loads(p.read_text()) for p in sorted((home / "tasks").glob("*/*.json"))]
+    if tasks:
+        return {"tasks": [(t["subject"], t["status"]) for t in tasks]}
+    lines = native_lines(home, "projects/*/*.jsonl")
+    results = [l["toolUseResult"]["newTodos"] for l in lines
+               if isinstance(l.get("toolUseResult"), dict) and "newTodos" in l["toolUseResult"]]
+    inputs = [b["input"]["todos"] for l in lines if l.get("type") == "assistant"
+              for b in l["message"]["content"] if b.get("type") == "tool_use" and b["name"] == "TodoWrite"]
+    assert results[-1] == inputs[-1]
+    return {"todos": [(t["content"], t["status"]) for t in results[-1]]}
+
+
+SHOWN = [("claude-code", "todowrite"), ("claude-code", "subagent-tasks"), ("opencode", "todowrite"),
+         ("codex", "update-plan-unsupported")]
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/run installs it with apt-get)")
+@pytest.mark.parametrize("harness,scenario", SHOWN)
+def test_html_export_shows_the_documents_beside_the_conversation(harness, scenario, run_dh, tmp_path):
+    docs, home = docs_of(run_dh, harness, scenario, tmp_path)
+    sid = [s for s in json.loads(run_dh("log", "list", "--json").output) if s["harness"] == harness][0]["id"]
+    page = tmp_path / "session.html"
+    assert run_dh("log", "export", sid, "--format", "html", "-o", str(page)).exit_code == 0
+    dom, requests = open_in_chromium(page, tmp_path, f"docs-{harness}")
+    assert requests == []
+    layout = dom[dom.index('<div class="layout">'):]
+    assert layout.index('<main id="trace">') < layout.index('<aside class="docs" id="documents">')
+    side = layout[layout.index("<aside"):layout.index("</aside>")]
+    shown = {kind: [(html.unescape(c), s) for s, c in re.findall(
+        r'<li class="item status-[^"]*" data-status="([^"]*)"><span class="box">[^<]*</span>'
+        r'(?:#\S+ )?([^<]*)</li>', body)]
+        for kind, body in re.findall(r'<section class="doc" data-kind="(\w+)">(.*?)</section>', side, re.S)}
+    assert shown == own_lists(harness, home) == {
+        kind: [(i["content"], i["status"]) for i in doc["items"]] for kind, doc in docs.items()}
+    # every edit of the history is there, naming the record that made it, linked to its call
+    edits = re.findall(r'<li(?: class="refused")? data-call="([^"]+)" data-record="([^"]+)">(.*?)</li>', side)
+    wanted = [(h["edit"]["call_id"], f'{h["record"]["source"].rsplit("/", 1)[-1]}@'
+               f'{h["record"]["generation"]}:{h["record"]["offset"]}')
+              for doc in docs.values() for h in doc["history"]]
+    assert [(html.unescape(c), html.unescape(r)) for c, r, _ in edits] == wanted and wanted
+    for call, _, text in edits:
+        assert f'<a href="#call-{call}">' in text
+        assert f'<details class="tool" id="call-{call}"' in dom  # the link lands on the call
+    refused = [h for doc in docs.values() for h in doc["history"] if not h["edit"]["accepted"]]
+    assert side.count('class="refused"') == len(refused)
+
+
+def test_html_export_without_documents_has_no_column(run_dh, tmp_path):
+    run_dh("import", "pi", "--all", "--home", str(fixture_home("pi", "basic", tmp_path)))
+    sid = json.loads(run_dh("log", "list", "--json").output)[0]["id"]
+    page = run_dh("log", "export", sid, "--format", "html").stdout
+    assert "<aside" not in page and 'class="layout"' not in page and '<main id="trace">' in page

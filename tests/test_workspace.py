@@ -224,3 +224,124 @@ def test_a_folder_with_too_many_files_is_not_snapshotted(world, tmp_path):
     with pytest.raises(TooManyFiles):
         snap.take("tool", 1, "x")
     assert world.conn.execute("SELECT count(*) FROM ws_objects").fetchone()[0] == 0
+
+
+def test_after_the_first_listing_git_status_finds_the_changes(world, repo, monkeypatch):
+    """Each snapshot equals a fresh full listing of the folder (ls-files -co, every file
+    hashed) through edits git reports, a file put back to its index content and old mtime
+    (not reported any more: looked at because it was reported last time), untracked files
+    added, ignored and removed, a tracked file deleted and brought back, a commit (the index
+    changed: full listing) and an assume-unchanged file (git status does not look at it:
+    full listings from then on)."""
+    import dh_cli.workspace.snapshot as module
+
+    fulls = []
+    real_full = module.Snapshotter._full_listing
+    monkeypatch.setattr(module.Snapshotter, "_full_listing",
+                        lambda self, objects: fulls.append(1) or real_full(self, objects))
+    rules = Rules(max_size=2048)
+    snap = Snapshotter(world, world.create_session("claude-code", cwd=str(repo)).id, str(repo), rules)
+    step = iter(range(100))
+
+    def check(full_listings: int) -> None:
+        taken = snap.take("tool", 1, f"s{next(step)}", always=True)
+        assert flat_tree(world, taken.root) == flat_dir(str(repo), rules)
+        assert len(fulls) == full_listings
+
+    def old(path: Path, seconds: float = 20) -> None:
+        os.utime(path, (time.time() - seconds, time.time() - seconds))
+
+    age(repo, 30)
+    check(1)
+    app, readme = repo / "src" / "app.py", repo / "README"
+    stamp = app.stat().st_mtime_ns
+    app.write_text("print('ho')\n")  # same size, another content
+    old(app)
+    check(1)
+    app.write_text("print('hi')\n")  # back to the index content, with its old mtime
+    os.utime(app, ns=(stamp, stamp))
+    check(1)
+    (repo / "new.txt").write_text("new\n")
+    (repo / "more.log").write_text("ignored\n")
+    old(repo / "new.txt")
+    check(1)
+    (repo / ".gitignore").write_text("build/\n*.log\nnew.txt\n")
+    old(repo / ".gitignore")
+    check(1)
+    readme.unlink()
+    check(1)
+    readme.write_text("readme\n")
+    old(readme)
+    check(1)
+    git(repo, "add", "new.txt", "-f")
+    git(repo, "commit", "-qm", "two")
+    check(2)
+    check(2)  # and git status is trusted again
+    git(repo, "update-index", "--assume-unchanged", "src/app.py")
+    check(3)
+    app.write_text("print('assumed unchanged')\n")
+    old(app)
+    check(4)
+
+
+def test_a_full_listing_is_taken_at_least_once_a_minute(world, repo, monkeypatch):
+    import dh_cli.workspace.snapshot as module
+
+    snap, _ = snapper(world, repo)
+    snap.take("tool", 1, "a")
+    assert snap.known is not None
+    since = snap.known.since
+    snap.take("tool", 1, "b", always=True)
+    assert snap.known.since == since  # from git status
+    monkeypatch.setattr(module, "FULL_EVERY", 0.0)
+    snap.take("tool", 1, "c", always=True)
+    assert snap.known.since > since  # a full listing again
+
+
+def test_a_cwd_below_the_top_of_its_work_tree(world, repo):
+    """git status names paths from the work tree's top: a session started in repo/src sees
+    its own files only, by their paths under src."""
+    rules = Rules(max_size=2048)
+    cwd = repo / "src"
+    snap = Snapshotter(world, world.create_session("claude-code", cwd=str(cwd)).id, str(cwd), rules)
+    age(repo, 30)
+    for change in (None, "edit", "untracked", "outside"):
+        if change == "edit":
+            (cwd / "app.py").write_text("print('below')\n")
+        elif change == "untracked":
+            (cwd / "sub").mkdir()
+            (cwd / "sub" / "n.txt").write_text("n\n")
+        elif change == "outside":
+            (repo / "README").write_text("not in this cwd\n")
+        taken = snap.take("tool", 1, f"s-{change}", always=True)
+        assert flat_tree(world, taken.root) == flat_dir(str(cwd), rules)
+    assert sorted(flat_tree(world, taken.root)) == ["app.py", "sub/n.txt"]
+    assert snap.known is not None and snap.prefix == "src/"
+
+
+def test_secret_and_large_files_are_in_neither_the_log_nor_the_world(world, repo, tmp_path, pg_url):
+    """Greps the log's files and its decoded objects and records, and every row of the real
+    PostgreSQL world (decoded too). The control: a compressible file under the size limit is
+    found by the same grep (so a deflated copy would be), and a second log whose rules store
+    everything shows the secret and the large file where this one has neither."""
+    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.sync import push
+
+    from .workspace_stored import holds, log_bytes, world_bytes
+
+    control = b"C" * 1500 + b"control-marker-7373"
+    (repo / "src" / "long.txt").write_bytes(control)
+    snap, sid = snapper(world, repo)
+    files = flat_tree(world, snap.take("tool", 1, "call-1").root)
+    assert files["src/long.txt"].note is None and files["big.dat"].note == "large"
+    remote = PostgresWorld(pg_url)
+    push(world, remote, [sid])
+    for stored in (log_bytes(world), world_bytes(remote)):
+        assert holds(stored, b"control-marker-7373") and holds(stored, b"print('hi')")
+        assert not holds(stored, SECRET) and not holds(stored, b"large-file-marker-9191")
+    remote.close()
+    permissive = LocalWorld(tmp_path / "permissive" / "dh.db")
+    session = permissive.create_session("claude-code", cwd=str(repo), state="running")
+    Snapshotter(permissive, session.id, str(repo), Rules(max_size=1 << 30, secrets=())).take("tool")
+    assert holds(log_bytes(permissive), SECRET) and holds(log_bytes(permissive), b"large-file-marker-9191")
+    permissive.close()

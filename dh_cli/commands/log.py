@@ -143,10 +143,12 @@ def log_show(
     liveness.mark([view.session], world.path)
     savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
     items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
-    items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
-    from ..workspace.cli import snapshot_line, snapshots_of  # one line per workspace snapshot
+    from ..workspace.cli import snapshots_of, with_snapshots  # a mark where each snapshot was taken
 
     snaps = snapshots_of(world, found.id)
+    if not json_:
+        items = with_snapshots(items, snaps)
+    items = (clean(item, show_secrets, terminal) for item in items)  # one at a time: it streams
     if json_:
         output.stream_json("items", items, lambda: {
             **{k: v for k, v in view.to_dict().items() if k != "items"},
@@ -155,8 +157,6 @@ def log_show(
     with output.pager(not no_pager):
         render.session_head(view)
         render.session_items(items)
-        for snap in snaps:
-            render.line(clean(f"  ⧉ workspace {snapshot_line(snap)}", show_secrets, terminal))
         render.session_tail(view)
 
 
@@ -245,8 +245,11 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
     def name(n: int) -> str:
         return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
 
+    from .documents.build import documents_of
+
     view, turns = session_trace(world, found)
-    for number, data in enumerate(pages(view, turns, per_page, name if out else None), 1):
+    docs = documents_of(world, found)
+    for number, data in enumerate(pages(view, turns, per_page, name if out else None, docs), 1):
         data = clean_bytes(data, show_secrets)
         if out is None:
             if number == wanted:

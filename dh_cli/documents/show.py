@@ -26,14 +26,21 @@ def print_documents(docs: dict[str, Document]) -> None:
 
 
 def _edit_line(entry) -> str:
-    edit, ref = entry.edit, entry.record
-    where = f"{ref.source.rsplit('/', 1)[-1]}@{ref.generation}:{ref.offset}"
+    edit = entry.edit
+    return f"{edit.tool} {edit.call_id}: {edit_summary(edit)} [{where(entry.record)}]"
+
+
+def where(ref) -> str:
+    """The record that made an edit: its source file, generation and byte offset."""
+    return f"{ref.source.rsplit('/', 1)[-1]}@{ref.generation}:{ref.offset}"
+
+
+def edit_summary(edit) -> str:
+    """What one edit did, in a line (shared by `dh log docs` and the HTML export)."""
     if not edit.accepted:
-        return f"{edit.tool} {edit.call_id}: refused by the harness ({edit.why or 'error'}) [{where}]"
+        return f"refused by the harness ({edit.why or 'error'})"
     if edit.op == "replace":
-        what = ", ".join(f"{i.content} [{i.status}]" for i in edit.items) or "(empty)"
-    elif edit.op == "create":
-        what = "added " + ", ".join(f"#{i.id} {i.content}" for i in edit.items)
-    else:
-        what = f"#{edit.item_id}: " + ", ".join(f"{k}={v}" for k, v in edit.changes.items())
-    return f"{edit.tool} {edit.call_id}: {what} [{where}]"
+        return ", ".join(f"{i.content} [{i.status}]" for i in edit.items) or "(empty)"
+    if edit.op == "create":
+        return "added " + ", ".join(f"#{i.id} {i.content}" for i in edit.items)
+    return f"#{edit.item_id}: " + ", ".join(f"{k}={v}" for k, v in edit.changes.items())

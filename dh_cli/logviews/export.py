@@ -32,7 +32,10 @@ def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
         from .trace import session_trace
         from .tracehtml import pages
 
-        return iter([next(pages(*session_trace(world, session)))])
+        from .documents.build import documents_of
+
+        view, turns = session_trace(world, session)
+        return iter([next(pages(view, turns, documents=documents_of(world, session)))])
     return markdown_stream(world, session)
 
 

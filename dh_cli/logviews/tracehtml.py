@@ -2,7 +2,8 @@
 turns. Each turn is a span with its model calls and tool calls drawn on a time bar (durations,
 tokens, cost), the crash and the resume marked where they happened, tool inputs shown as
 what they are (a command as a command, an edit as a diff), subagents nested under the call that
-started them. No scripts, and a Content-Security-Policy that forbids every fetch."""
+started them. The session's documents (todo list, plan, tasks: dh_cli/documents) stand in a
+column beside the trace. No scripts, and a Content-Security-Policy that forbids every fetch."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import html
 import json
 from typing import Callable, Iterator
 
+from ..documents import html as docs_html
 from .timeline import CSP, html_timeline, timeline
 from .render import money
 from .trace import Span
@@ -148,7 +150,7 @@ def _tool_row(turn: Span, span: Span) -> str:
     row = (f'<div class="span tool status-{_e(status)}"><span class="label">tool {_e(a.get("tool"))}'
            f'</span>{_bar(turn.start, turn.end, span.start, span.end)}<span class="dur">'
            f'{seconds(span.duration_ms)}</span></div>\n'
-           f'<details class="tool" data-view="{kind}"><summary>{_e(a.get("tool"))} '
+           f'<details class="tool" id="call-{_e(a.get("call_id"))}" data-view="{kind}"><summary>{_e(a.get("tool"))} '
            f'<span class="status-{_e(status)}">[{_e(status)}]</span> {_e(_first_line(brief))}'
            f'</summary>{_pre(kind, text)}'
            f'{result}</details>\n')
@@ -213,7 +215,8 @@ def _head(view, page: int) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
-            f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}</style></head>\n<body>\n"
+            f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}{docs_html.CSS}</style>"
+            f"</head>\n<body>\n"
             f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
             f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
@@ -232,20 +235,37 @@ def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:
 
 
 def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
-          link: Callable[[int], str] | None = None) -> Iterator[bytes]:
+          link: Callable[[int], str] | None = None, documents: dict | None = None) -> Iterator[bytes]:
     """The pages in order, each a whole HTML document of at most `per_page` turns; `link(n)`
-    names page n for the links between pages. Holds one page of turns at a time."""
+    names page n for the links between pages; `documents` (kind -> Document) are drawn beside
+    the trace of every page. Holds one page of turns at a time."""
     page, batch = 1, []
     for turn in turns:
         if len(batch) == per_page:
-            yield _page(view, page, batch, True, link)
+            yield _page(view, page, batch, True, link, documents)
             page, batch = page + 1, []
         batch.append(turn)
-    yield _page(view, page, batch, False, link)
+    yield _page(view, page, batch, False, link, documents)
 
 
-def _page(view, page: int, turns: list[Span], more: bool, link) -> bytes:
+def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
     nav = _nav(page, more, link)
     body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
-    return (_head(view, page) + nav + '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
-            + nav + "</body></html>\n").encode("utf-8")
+    trace = '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
+    side = docs_html.aside(documents or {}, _calls(turns))
+    if side:
+        trace = f'<div class="layout"><div>{trace}</div>\n{side}</div>\n'
+    return (_head(view, page) + nav + trace + nav + "</body></html>\n").encode("utf-8")
+
+
+def _calls(turns: list[Span]) -> dict[str, int]:
+    """call id -> the number of the (main) turn it is drawn in, subagents' calls included."""
+    found: dict[str, int] = {}
+    for turn in turns:
+        number, stack = turn.attrs.get("turn", 0), list(turn.children)
+        while stack:
+            span = stack.pop()
+            if span.kind == "tool_call" and span.attrs.get("call_id"):
+                found.setdefault(span.attrs["call_id"], number)
+            stack += span.children
+    return found

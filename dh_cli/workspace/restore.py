@@ -1,10 +1,11 @@
 """Reading snapshots back: a snapshot's files as a flat listing, the difference between two
 listings, and writing a snapshot into a folder.
 
-Paths come from the log or a world, which dh does not trust: every path is checked to be
-relative, without `..` or empty parts, and no folder on the way to it may be a symlink, so a
-restore writes only under its target (the same checks as the confinement module of branch
-i14; the lead unifies them)."""
+Paths come from the log or a world, which dh does not trust. They go through dh's one
+confinement rule (dh_cli/confine.py: relative, not empty, no `..`, NUL or backslash, no
+symlink on the way, nothing outside the target), plus the canonical form a snapshot writes
+(a tree entry's name is one part, a path has no `.` or empty parts), so a restore writes only
+under its target."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import os
 import stat
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..errors import NativeStateError, UsageError
+from ..confine import Refused, checked_relpath, inside, under
+from ..errors import UsageError
 from .objects import DIR, LINK, TreeEntry, blob_hash, parse_tree
 from .scan import Rules, list_cwd, git_dirs
 from .store import Snapshot, store_for
@@ -21,8 +24,8 @@ from .store import Snapshot, store_for
 Flat = dict[str, TreeEntry]
 
 
-class UnsafePath(NativeStateError):
-    pass
+class UnsafePath(Refused):
+    hint = "the snapshot is damaged or was not written by dh"
 
 
 @dataclass
@@ -82,6 +85,8 @@ def flat_tree(world, root: str) -> Flat:
     while stack:
         prefix, digest = stack.pop()
         for entry in parse_tree(store.get(digest)):
+            if "/" in entry.name:
+                raise UnsafePath(f"refusing a workspace path from the log: {prefix + entry.name!r}")
             path = checked_path(f"{prefix}{entry.name}")
             if entry.kind == DIR:
                 stack.append((path + "/", entry.hash))
@@ -121,11 +126,13 @@ def _content(entry: TreeEntry) -> tuple:
 
 # writing -------------------------------------------------------------------------------------
 def checked_path(path: str) -> str:
-    parts = path.split("/")
-    if (not path or path.startswith("/") or "\0" in path or "\\" in path
-            or any(p in ("", ".", "..") for p in parts)):
-        raise UnsafePath(f"refusing a workspace path from the log: {path!r}",
-                         hint="the snapshot is damaged or was not written by dh")
+    """A snapshot's path, refused unless confine.py accepts it and it is in canonical form."""
+    try:
+        canonical = str(checked_relpath(path))
+    except Refused as exc:
+        raise UnsafePath(f"refusing a workspace path from the log: {path!r}") from exc
+    if canonical != path:  # `a//b`, `./a`, `a/`: not a path a snapshot writes
+        raise UnsafePath(f"refusing a workspace path from the log: {path!r}")
     return path
 
 
@@ -137,6 +144,7 @@ def restore_into(world, snap: Snapshot, target: str, only: set[str] | None = Non
     files, store = flat_tree(world, snap.root), store_for(world)
     current = flat_dir(target, Rules(max_size=1 << 62, secrets=()))
     result = Restored(snap, target, extra=sorted(p for p in current if p not in files))
+    _check_folders(target, files)  # refused before anything is written
     for path, entry in sorted(files.items()):
         if entry.note or entry.hash is None:
             result.not_stored.append((path, entry.note or "unreadable"))
@@ -164,22 +172,44 @@ def _write(target: str, path: str, entry: TreeEntry, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, entry.mode & 0o7777)
-    os.replace(tmp, os.path.join(folder, name))
+    final = os.path.join(folder, name)
+    if os.path.isdir(final) and not os.path.islink(final):
+        os.unlink(tmp)
+        raise UnsafePath(f"cannot restore {path}: {final} is a folder",
+                         hint="restore into an empty folder with: dh workspace restore --to DIR")
+    os.replace(tmp, final)
+
+
+def _check_folders(target: str, files: Flat) -> None:
+    for parent in sorted({p.rsplit("/", 1)[0] for p in files if "/" in p}):
+        try:
+            under(Path(target), parent)
+        except Refused as exc:
+            raise UnsafePath(f"cannot restore into {target}: {exc}") from exc
 
 
 def _safe_folder(target: str, path: str) -> str:
-    """The folder of `path` under target, created as needed; never through a symlink."""
-    folder = target
-    for part in path.split("/")[:-1]:
-        folder = os.path.join(folder, part)
+    """The folder of `path` under target, created as needed: confine.py's `under` refuses a
+    symlink on the way or a step leaving target; a step that is a file is refused too."""
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if not parent:
+        return target
+    try:
+        folder = str(under(Path(target), parent))
+    except Refused as exc:
+        raise UnsafePath(f"cannot restore {path}: {exc}") from exc
+    step = target
+    for part in parent.split("/"):
+        step = os.path.join(step, part)
         try:
-            st = os.lstat(folder)
-        except FileNotFoundError:
-            os.mkdir(folder)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            raise UnsafePath(f"cannot restore {path}: {folder} is not a folder (or is a symlink)",
-                             hint="restore into an empty folder with: dh workspace restore --to DIR")
+            os.mkdir(step)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(step).st_mode):
+                raise UnsafePath(f"cannot restore {path}: {step} is not a folder (or is a symlink)",
+                                 hint="restore into an empty folder with: dh workspace restore"
+                                 " --to DIR") from None
+    if not inside(folder, target):  # a step swapped for a symlink while it was made
+        raise UnsafePath(f"cannot restore {path}: {folder} leaves {target}")
     return folder
 
 

@@ -64,19 +64,31 @@ GIT_LS = ["ls-files", "-co", "--exclude-standard", "-z"]
 
 def git_paths(cwd: str) -> list[str] | None:
     """Paths git counts in cwd (relative to it), or None when cwd is not in a work tree."""
-    return finish_git_paths(start_git_paths(cwd))
+    return finish_git(start_git(cwd, GIT_LS))
 
 
-def start_git_paths(cwd: str) -> subprocess.Popen | None:
-    """`git ls-files` started, so the caller can do other work while git walks the tree."""
+# `git status` as the change detector of a snapshot after the first (snapshot.py): git compares
+# every tracked file's stat facts with its index in C, on several threads, and lists untracked
+# files by the same ignore rules as `ls-files -co --exclude-standard`. --no-optional-locks:
+# a snapshot never rewrites the user's index.
+# Its paths are relative to the work tree's top, whatever the cwd: `-- .` keeps those under
+# the cwd, and status_sets cuts the cwd's prefix off (git_prefix).
+GIT_STATUS = ["--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
+              "--no-renames", "--ignore-submodules=none", "--", "."]
+GIT_TRACKED = ["ls-files", "-c", "-v", "-z"]
+
+
+def start_git(cwd: str, args: list[str]) -> subprocess.Popen | None:
+    """git started, so the caller can do other work while git walks the tree."""
     try:
-        return subprocess.Popen(["git", "-C", cwd, *GIT_LS], stdout=subprocess.PIPE,
+        return subprocess.Popen(["git", "-C", cwd, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     except OSError:
         return None
 
 
-def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
+def finish_git(proc: subprocess.Popen | None) -> list[str] | None:
+    """The NUL-separated items git printed, or None when it failed."""
     if proc is None:
         return None
     try:
@@ -85,9 +97,47 @@ def finish_git_paths(proc: subprocess.Popen | None) -> list[str] | None:
         proc.kill()
         proc.communicate()
         return None
-    if proc.returncode != 0:
+    return [p for p in os.fsdecode(out).split("\0") if p] if proc.returncode == 0 else None
+
+
+def status_sets(items: list[str], prefix: str = "") -> tuple[set[str], set[str]]:
+    """(untracked paths, other reported paths) of `git status --porcelain -z --no-renames`,
+    relative to the cwd (`prefix`: the cwd's path below the work tree's top, with a slash)."""
+    untracked, reported, cut = set(), set(), len(prefix)
+    for item in items:
+        path = item[3:]
+        if path.startswith(prefix):
+            (untracked if item[:2] == "??" else reported).add(path[cut:])
+    return untracked, reported
+
+
+def git_prefix(cwd: str) -> str | None:
+    """The cwd's path below its work tree's top ('' at the top, else ending in '/')."""
+    try:
+        out = subprocess.run(["git", "-C", cwd, "rev-parse", "--show-prefix"], capture_output=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    return [p for p in os.fsdecode(out).split("\0") if p]
+    return os.fsdecode(out.stdout).rstrip("\n") if out.returncode == 0 else None
+
+
+def tracked_set(items: list[str]) -> tuple[set[str], bool]:
+    """(tracked paths, all plainly cached) of `git ls-files -c -v -z`: a file marked
+    assume-unchanged (lower-case tag) or skip-worktree (S) is one git status does not look at."""
+    paths, plain = set(), True
+    for item in items:
+        paths.add(item[2:])
+        plain = plain and item[0] == "H"
+    return paths, plain
+
+
+def index_key(dirs: tuple[str, str]) -> tuple | None:
+    """The index file's stat facts: unchanged, the tracked set and its contents are too."""
+    try:
+        st = os.stat(os.path.join(dirs[0], "index"))
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def git_dirs(cwd: str) -> tuple[str, str] | None:

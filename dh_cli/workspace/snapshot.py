@@ -3,22 +3,45 @@
 The snapshotter keeps, between snapshots, each file's (size, mtime_ns, inode, mode) and hash:
 a file whose stat facts are unchanged is not read again. It also keeps the folder trees and
 rebuilds only the folders on the path of a change, so a snapshot after a one-file edit reads
-one file and hashes a few trees (bench/bench_workspace.py measures it against git status)."""
+one file and hashes a few trees (bench/bench_workspace.py measures it against git status).
+
+In a git work tree, after a full listing, git finds the changes: while the index file is
+unchanged, the files `git status` reports (and those it reported last time, and those read
+within the racy window) are looked at again and every other tracked file keeps its entry.
+git compares each file's stat facts with its index in C on several threads; doing the same
+10,000 lstat calls from Python cost 2.1-2.5x a `git status` under load (1.2x this way). A full
+listing is taken again when the index changes, when a file is marked assume-unchanged or
+skip-worktree (git status does not look at it), and at least once a minute (FULL_EVERY), so
+that a change git does not see (a clean filter mapping a file back to its index content)
+waits at most that long."""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, replace
 
 from ..errors import NativeStateError
 from ..util import now_iso
 from .objects import BLOB, DIR, FILE, LINK, TREE, TreeEntry, blob_hash, encode, tree_bytes, tree_hash
-from .scan import (Entry, Rules, entry_of, finish_git_paths, git_dirs, git_head, start_git_paths,
-                   walk_paths)
+from .scan import (GIT_STATUS, GIT_TRACKED, Entry, Rules, entry_of, finish_git, git_dirs, git_head,
+                   git_paths, git_prefix, index_key, start_git, status_sets, tracked_set, walk_paths)
 from .store import Snapshot, store_for
 
 Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
 RACY_NS = 100_000_000  # 0.1 s: well above the coarsest mtime tick of local filesystems (ext4: 1 jiffy)
+FULL_EVERY = 60.0  # seconds: the longest a snapshot trusts git status without a full listing
+
+
+@dataclass(frozen=True)
+class GitState:
+    """What the last listing learnt from git, valid while the index file is unchanged."""
+
+    index: tuple | None  # the index file's stat facts when the full listing started
+    tracked: frozenset
+    untracked: frozenset  # as git status listed them last time
+    reported: frozenset  # every path git status listed last time (untracked included)
+    since: float  # time.monotonic() of the full listing
 
 
 class TooManyFiles(NativeStateError):
@@ -36,6 +59,9 @@ class Snapshotter:
         self.dir_hash: dict[str, str] = {}
         self.last: tuple | None = None  # (root, head) of the last snapshot stored
         self.git: tuple | None | bool = False  # git dirs, None when not a work tree (asked once)
+        self.prefix: str | None = None  # the cwd below its work tree's top (git_prefix)
+        self.known: GitState | None = None  # None: the next listing is a full one
+        self.racy: set[str] = set()  # files read within RACY_NS of their mtime: read again
 
     def take(self, reason: str, turn: int | None = None, step: str | None = None,
              always: bool = False) -> Snapshot | None:
@@ -45,6 +71,7 @@ class Snapshotter:
             return None
         if self.git is False:
             self.git = git_dirs(self.cwd)
+            self.prefix = git_prefix(self.cwd) if self.git else None
             self.last = self.store.last(self.session_id)
         objects: dict[str, tuple] = {}
         flat, head, branch = self._listing(objects)
@@ -71,22 +98,67 @@ class Snapshotter:
 
     # files ------------------------------------------------------------------------------------
     def _listing(self, objects: dict) -> tuple[Flat, str | None, str | None]:
-        """(entries, HEAD, branch). In a git work tree, the files of the last snapshot are
-        stat'ed while `git ls-files` walks the tree: a snapshot then costs about the longer
-        of the two, not their sum (bench/bench_workspace.py)."""
-        proc = start_git_paths(self.cwd) if self.git else None
-        early = self._flat(list(self.flat), objects) if proc else {}
-        paths = finish_git_paths(proc)
+        """(entries, HEAD, branch): from git status when it can be trusted, else full."""
+        fast = self._from_status(objects) if self.known and self.prefix is not None else None
+        return fast if fast is not None else self._full_listing(objects)
+
+    def _from_status(self, objects: dict) -> tuple[Flat, str | None, str | None] | None:
+        """The last listing with the paths git status reports looked at again; None when the
+        index changed (a commit, an add, a checkout) or a full listing is due."""
+        known = self.known
+        if index_key(self.git) != known.index or time.monotonic() - known.since > FULL_EVERY:
+            return None
+        status = finish_git(start_git(self.cwd, GIT_STATUS))
+        if status is None or index_key(self.git) != known.index:
+            return None
+        untracked, reported = status_sets(status, self.prefix)
+        self._check_count(len(known.tracked) + len(untracked - known.tracked))
+        look = untracked | reported | known.reported | self.racy
+        fresh = self._flat([p for p in look if p in known.tracked or p in untracked], objects)
+        flat = {p: e for p, e in self.flat.items() if p not in look}
+        flat.update(fresh)
+        self.known = replace(known, untracked=frozenset(untracked),
+                             reported=frozenset(reported | untracked))
+        return flat, *git_head(self.git)
+
+    def _full_listing(self, objects: dict) -> tuple[Flat, str | None, str | None]:
+        """Every file lstat'ed. In a git work tree, the files of the last snapshot are
+        stat'ed while git lists the tree: a snapshot then costs about the longer of the two,
+        not their sum (bench/bench_workspace.py)."""
+        key = index_key(self.git) if self.git else None
+        procs = (start_git(self.cwd, GIT_TRACKED), start_git(self.cwd, GIT_STATUS)) if self.git else None
+        early = self._flat(list(self.flat), objects) if procs else {}
+        paths = self._git_paths(procs, key)
         if paths is None:
             paths, head, branch = walk_paths(self.cwd), None, None
         else:
             head, branch = git_head(self.git)
-        if len(paths) > self.rules.max_files:
-            raise TooManyFiles(f"{self.cwd} holds {len(paths):,} files, more than the"
-                               f" {self.rules.max_files:,} of [workspace] max_files")
+        self._check_count(len(paths))
         new = self._flat([p for p in paths if p not in early], objects)
         return {p: early[p] if p in early else new[p] for p in paths
                 if p in early or p in new}, head, branch
+
+    def _git_paths(self, procs, key) -> list[str] | None:
+        """Tracked plus untracked (not ignored) paths, and what the next snapshot may trust."""
+        self.known = None
+        if procs is None:
+            return None
+        if self.prefix is None:  # git status's paths could not be made relative to the cwd
+            return git_paths(self.cwd)
+        listed, status = finish_git(procs[0]), finish_git(procs[1])
+        if listed is None or status is None:
+            return None
+        tracked, plain = tracked_set(listed)
+        untracked, reported = status_sets(status, self.prefix)
+        if plain and self.prefix is not None:
+            self.known = GitState(key, frozenset(tracked), frozenset(untracked),
+                                  frozenset(reported | untracked), time.monotonic())
+        return sorted(tracked | untracked)
+
+    def _check_count(self, count: int) -> None:
+        if count > self.rules.max_files:
+            raise TooManyFiles(f"{self.cwd} holds {count:,} files, more than the"
+                               f" {self.rules.max_files:,} of [workspace] max_files")
 
     def _flat(self, paths: list[str], objects: dict) -> Flat:
         """Every listed file's entry. The loop is the hot path of a snapshot (10,000 files):
@@ -99,6 +171,7 @@ class Snapshotter:
             try:
                 st = lstat(prefix + path)
             except OSError:  # listed by git but deleted from the work tree
+                self.racy.discard(path)
                 continue
             key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
             cached = stats.get(path)
@@ -107,6 +180,7 @@ class Snapshotter:
             else:
                 entry = self._changed(path, st, objects)
                 stats[path] = (key if st.st_mtime_ns < racy else None, entry)
+                (self.racy.discard if st.st_mtime_ns < racy else self.racy.add)(path)
             if entry is not None:
                 flat[path] = entry
         return flat
