@@ -32,7 +32,7 @@ def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
         from .trace import session_trace
         from .tracehtml import pages
 
-        from .documents.build import documents_of
+        from ..documents.build import documents_of
 
         view, turns = session_trace(world, session)
         return iter([next(pages(view, turns, documents=documents_of(world, session)))])
