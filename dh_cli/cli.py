@@ -10,12 +10,11 @@ import sys
 import typer
 
 from . import __version__, helptypes, output, paths
-from .commands import config, demo, doctor, log, shim, status, world
+from .commands import config, demo, doctor, log, shim, status, workspace, world
 from .commands.mirror import import_command
 from .commands.run import resume_command, run_command
 from .commands.worker import worker_command
 from .errors import DhError
-from .workspace import cli as workspace_cli
 from .worlds.local_conn import db_error
 
 ROOT_HELP = """Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.
@@ -49,7 +48,7 @@ app.add_typer(config.app, name="config")
 app.add_typer(world.app, name="world")
 app.add_typer(shim.app, name="shim")
 app.command("demo")(demo.demo_command)
-app.add_typer(workspace_cli.app, name="workspace")
+app.add_typer(workspace.app, name="workspace")
 
 
 def _version(value: bool) -> None:

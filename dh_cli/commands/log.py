@@ -143,7 +143,7 @@ def log_show(
     liveness.mark([view.session], world.path)
     savings = view.totals["cost"]  # stream_items adds what dh's resumes saved
     items = select_turns(stream_items(world, found, events=view.events, savings=savings), turn, last)
-    from ..workspace.cli import snapshots_of, with_snapshots  # a mark where each snapshot was taken
+    from ..workspace.views import snapshots_of, with_snapshots  # a mark where each snapshot was taken
 
     snaps = snapshots_of(world, found.id)
     if not json_:

@@ -8,6 +8,7 @@ import typer
 
 from .. import output
 from ..worlds.local import LocalWorld
+from ..workspace.views import snapshot_line
 
 app = typer.Typer(help="""A session's workspace snapshots: list, restore, diff.
 
@@ -27,50 +28,6 @@ StepOpt = Annotated[Optional[str], typer.Option("--step", help="The snapshot tak
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
 
-def snapshot_line(snap) -> str:
-    """One readable line per snapshot (also what `dh log show` prints for one)."""
-    where = f"turn {snap.turn}" if snap.turn else "before the first turn"
-    after = f"after tool call {snap.step}" if snap.step else snap.reason.replace("_", " ")
-    git = f", git {snap.branch or 'detached'}@{snap.head[:10]}" if snap.head else ""
-    skipped = f", {snap.skipped} not stored (secret or large)" if snap.skipped else ""
-    return (f"snapshot {snap.seq}: {where}, {after}: {snap.files} file(s),"
-            f" {snap.bytes:,} bytes{skipped}{git}")
-
-
-def with_snapshots(items, snaps: list):
-    """`dh log show`'s items with a mark for each snapshot where it was taken: after the tool
-    call whose result ended its step, else (a turn's end) before the next turn's prompt, and
-    the rest at the end."""
-    by_step: dict[str, list] = {}
-    for snap in snaps:
-        if snap.step:
-            by_step.setdefault(snap.step, []).append(snap)
-    left, source = list(snaps), None
-    for item in items:
-        if item.get("type") == "prompt" and not item.get("resumed") and not item.get("synthetic"):
-            due = [s for s in left if (s.turn or 0) < (item.get("turn") or 0)]
-            yield from _marks(due, left, item.get("source", source))
-        source = item.get("source", source)
-        yield item
-        if item.get("type") == "tool_call" and item.get("call_id") in by_step:
-            yield from _marks(by_step.pop(item["call_id"]), left, source)
-    yield from _marks(list(left), left, source)
-
-
-def _marks(due: list, left: list, source):
-    for snap in due:
-        if snap in left:
-            left.remove(snap)
-            yield {"type": "workspace", "source": source, "seq": snap.seq,
-                   "text": snapshot_line(snap)}
-
-
-def snapshots_of(world, session_id: str) -> list:
-    from .store import store_for
-
-    return store_for(world).snapshots(session_id)
-
-
 @app.command("list")
 def list_command(session: SessionArg, json_: JsonOpt = False) -> None:
     """List the workspace snapshots of a session.
@@ -78,7 +35,7 @@ def list_command(session: SessionArg, json_: JsonOpt = False) -> None:
     Example:
       $ dh workspace list 1m8k6p
     """
-    from .store import store_for
+    from ..workspace.store import store_for
 
     world = LocalWorld()
     snaps = store_for(world).snapshots(world.find_session(session).id)
@@ -106,7 +63,7 @@ def restore_command(
       $ dh workspace restore 1m8k6p --to /tmp/fork --step toolu_01
     """
     from ..errors import NativeStateError
-    from .restore import pick, restore_into
+    from ..workspace.restore import pick, restore_into
 
     world = LocalWorld()
     sid = world.find_session(session).id
@@ -132,7 +89,7 @@ def diff_command(session: SessionArg, turn: TurnOpt = None, json_: JsonOpt = Fal
     Example:
       $ dh workspace diff 1m8k6p --turn 2
     """
-    from .restore import before_turn, diff, flat_tree, pick
+    from ..workspace.restore import before_turn, diff, flat_tree, pick
 
     world = LocalWorld()
     sid = world.find_session(session).id

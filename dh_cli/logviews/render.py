@@ -126,7 +126,7 @@ def _item_line(item: dict) -> str:
         return f"  ✗ {item['text']}" + (f" (attempt {item['attempt']}{kept})" if item.get("attempt") else "")
     if kind == "resume":
         return f"  ↻ {item['text']}" + (f" at {item['at']}" if item.get("at") else "")
-    if kind == "workspace":  # dh_cli/workspace/cli.py: with_snapshots
+    if kind == "workspace":  # dh_cli/workspace/views.py: with_snapshots
         return f"  ⧉ workspace {item['text']}"
     return f"  {kind}: {item.get('text', '')}"
 
