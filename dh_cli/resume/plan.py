@@ -44,7 +44,8 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     a headless turn already complete with nothing repaired is not resumed (it would only pay
     for a fresh model call)."""
     _write(world, session, events.resume(by, attempt), attempt)
-    prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools))
+    # every caller has just drained the native files (supervisor/watchers.py prepare_sync)
+    prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools), synced=True)
     session = world.get_session(session.id)
     if skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs:
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
@@ -137,8 +138,8 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         # What the harness wrote while no dh mirrored it (dh was killed), including files the
         # log does not know yet: found by the session's native id or path (or, when dh died
         # before it learnt either, by cwd and time since the session began), then logged.
-        prepare_sync(world, wrapper, session, launch=launch.since_created(session))
-        return _resume_now(world, wrapper, world.get_session(session.id), prompt, opts, spec)
+        session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
+        return _resume_now(world, wrapper, session, prompt, opts, spec)
 
 
 def _stored_args(session: Session, opts: RunOptions) -> list[str]:

@@ -199,7 +199,7 @@ class Supervisor:
         grace = 0.5 if self.user_signal else self.opts.tool_grace
         attempt.tools = [o.to_dict() for o in tracker.settle(grace)]
         attempt.parts_ended = tracker.ended_parts
-        self.watchers.ended(self.session)
+        self.session = self.watchers.ended(self.session) or self.session
 
     def _idle(self, child) -> float:
         return self.clock.now() - max(self.watchers.last_progress, child.last_output)

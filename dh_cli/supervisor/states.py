@@ -18,11 +18,12 @@ EXITED = "EXITED"  # finished for good (the work ended, or the user stopped it)
 STOPPING = "STOPPING"  # dh is stopping it (user signal, or a stall)
 FATAL = "FATAL"  # too many failed starts: dh gives up and says how to resume by hand
 
-# The sessions table keeps the vocabulary readers already know (liveness.py LIVE_STATES,
-# worlds/takeover.py OPEN_STATES: "starting" and "running" mean a dh holds the session).
-# BACKOFF and STOPPING are moments of a live supervisor, so they stay "running"; EXITED
+# The sessions table keeps the vocabulary its readers know (liveness.py LIVE_STATES,
+# worlds/takeover.py OPEN_STATES): "starting" is a session whose dh has not taken its lock
+# yet (liveness gives it a grace), "running" one whose dh holds it. Once launched, every
+# state of a live supervisor (STARTING, RUNNING, BACKOFF, STOPPING) is "running"; EXITED
 # records how the work ended (finished, stopped, crashed, hung: supervisor/attempts.py).
-_SESSION_STATE = {STOPPED: "starting", STARTING: "starting", RUNNING: "running", BACKOFF: "running",
+_SESSION_STATE = {STOPPED: "starting", STARTING: "running", RUNNING: "running", BACKOFF: "running",
                   STOPPING: "running", FATAL: "fatal"}
 
 

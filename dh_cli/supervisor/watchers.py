@@ -38,13 +38,15 @@ class AttemptWatchers:
     def knows_id(self) -> bool:
         return self.live.native_id is not None
 
-    def ended(self, session) -> None:
-        """The harness exited: stop the live mirror, then read every native file to its end."""
+    def ended(self, session):
+        """The harness exited: stop the live mirror, then read every native file to its end.
+        Returns the session as the log has it then (its native id may be new)."""
         self.live.stop()
         if self.live.error:
             raise self.live.error
-        prepare_sync(self.world, self.wrapper, session, self.live.native_id, self.launch)
+        session = prepare_sync(self.world, self.wrapper, session, self.live.native_id, self.launch)
         self.workspace.stop()  # its last snapshot sees every record the drain committed
+        return session
 
     def _launch_info(self, session) -> Launch | None:
         """Taken just before the launch when dh knows neither the session's id nor its
@@ -69,8 +71,9 @@ class AttemptWatchers:
 
 
 def prepare_sync(world, wrapper, session, native_id: str | None = None,
-                 launch: Launch | None = None) -> None:
-    """The final drain: read every native file to its end once the harness has exited."""
+                 launch: Launch | None = None):
+    """The final drain: read every native file to its end once the harness has exited.
+    Returns the session as the log has it then."""
     from ..mirror.session import SessionMirror
 
     session = world.get_session(session.id)
@@ -86,3 +89,4 @@ def prepare_sync(world, wrapper, session, native_id: str | None = None,
     if native:
         mirror.track(native)
     mirror.sync()
+    return session
