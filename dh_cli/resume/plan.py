@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from .. import events
 from ..confine import check_native_id, place, settle
 from ..models import Session
+from ..util import scrub
 from ..supervisor import launch
 from ..supervisor.spec import LaunchSpec, RunOptions
 from ..supervisor.runner import Supervisor
@@ -91,7 +92,8 @@ def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], c
 
 
 def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:
-    world.add_event(session.id, event.type, event.details, attempt, event.phase)
+    # a resume argv or a repair may hold a token: never in the log
+    world.add_event(session.id, event.type, scrub(event.details), attempt, event.phase)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from .policy import Decision, RestartPolicy
 from .procs import drain
 from .seam import Clock, Procs
 from .spec import LaunchSpec, RunOptions  # noqa: F401 - re-exported
-from .watchers import AttemptWatchers, prepare_sync  # noqa: F401 - re-exported
+from .watchers import AttemptWatchers
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)

@@ -39,7 +39,3 @@ class LaunchSpec:
     def argv(self, args) -> list[str]:
         return [*self.binary, *args]
 
-
-def launch_mode(headless: bool, stdin_is_tty: bool) -> tuple[bool, bool]:
-    """(headless, interactive): a TUI runs in a pty only when dh has a terminal."""
-    return headless, not headless and stdin_is_tty
