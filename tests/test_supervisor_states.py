@@ -263,3 +263,22 @@ def test_every_event_the_supervisor_writes_is_a_known_type_with_a_readable_line(
     for event in r.world.events(r.session.id):
         line = summary(event.type, event.details)
         assert not line.startswith(f"{event.type} {{"), line
+
+
+def test_an_unwritable_log_while_the_harness_runs_never_stops_it(tmp_path):
+    """Disk full mid-attempt (test_disk_full.py with a real process): the RUNNING and
+    STOPPING transitions go unjournaled, the harness runs on, the user's stop still works."""
+    from dh_cli.errors import LogDbError
+
+    r = rig(tmp_path, [FOREVER], complete=False)
+    add_event = r.world.add_event
+
+    def failing(session_id, type_, details=None, attempt=None, phase=None):
+        if type_ == "state" and details["to"] in (R, P):
+            raise LogDbError("cannot write the log (disk I/O error)")
+        return add_event(session_id, type_, details, attempt, phase)
+    r.world.add_event = failing
+    r.clock.after(30, lambda: r.procs.deliver(signal.SIGTERM))
+    assert r.supervisor.run([]) == 143
+    assert r.procs.signals[0][1:] == (signal.SIGTERM, r.t0 + 30)
+    assert transitions(r) == [(states.STOPPED, S), (P, X)]  # the real from, though unjournaled

@@ -14,10 +14,12 @@ clock (seam.py: `Procs`, `Clock`) and the attempt's watchers (watchers.py)."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 from .. import events
+from ..errors import LogDbError
 from ..models import Session
 from ..util import scrub
 from ..wrappers.base import Wrapper
@@ -67,9 +69,22 @@ class Supervisor:
         """Enter `to`: the event names the state left, and the session row gets the
         session-state word of the same constant (states.session_state)."""
         extra = {"outcome": outcome, **more} if outcome else more
-        self._write(events.state(self.state, to, reason, **extra), attempt)
+        event, before = events.state(self.state, to, reason, **extra), self.state
         self.state = to
+        if before in states.ATTEMPT_STATES and to in states.ATTEMPT_STATES:
+            self._while_running(lambda: self._write(event, attempt))
+            return  # the session row says "running" throughout (states.session_state)
+        self._write(event, attempt)
         self.world.update_session(self.session.id, state=states.session_state(to, outcome))
+
+    def _while_running(self, write) -> None:
+        """A write while the harness runs (STARTING -> RUNNING -> STOPPING) must never stop
+        it: with the log unwritable (disk full, test_disk_full.py) the live mirror says so
+        and retries, and this one transition goes unjournaled."""
+        try:
+            write()
+        except (LogDbError, sqlite3.Error, OSError):
+            pass
 
     # the loop -----------------------------------------------------------------------------
     def run(self, argv: list[str]) -> int:

@@ -18,6 +18,8 @@ EXITED = "EXITED"  # finished for good (the work ended, or the user stopped it)
 STOPPING = "STOPPING"  # dh is stopping it (user signal, or a stall)
 FATAL = "FATAL"  # too many failed starts: dh gives up and says how to resume by hand
 
+ATTEMPT_STATES = (STARTING, RUNNING, STOPPING)  # the harness runs (or is being stopped)
+
 # The sessions table keeps the vocabulary its readers know (liveness.py LIVE_STATES,
 # worlds/takeover.py OPEN_STATES): "starting" is a session whose dh has not taken its lock
 # yet (liveness gives it a grace), "running" one whose dh holds it. Once launched, every
