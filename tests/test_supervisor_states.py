@@ -282,3 +282,14 @@ def test_an_unwritable_log_while_the_harness_runs_never_stops_it(tmp_path):
     assert r.supervisor.run([]) == 143
     assert r.procs.signals[0][1:] == (signal.SIGTERM, r.t0 + 30)
     assert transitions(r) == [(states.STOPPED, S), (P, X)]  # the real from, though unjournaled
+
+
+def test_the_supervisor_and_the_relaunch_plan_write_events_only_through_their_constructors():
+    from pathlib import Path
+
+    import dh_cli
+
+    root = Path(dh_cli.__file__).parent
+    for module in ("supervisor/runner.py", "supervisor/launch.py", "resume/plan.py"):
+        calls = [line for line in (root / module).read_text().splitlines() if "add_event(" in line]
+        assert calls and all("event.type" in line for line in calls), (module, calls)
