@@ -34,6 +34,16 @@ def _exited(d: dict) -> str:
     return line
 
 
+def _state(d: dict) -> str:
+    """A transition: `RUNNING -> BACKOFF (crashed, next start in 1 s)`; events written
+    before the state machine had a real `from` carry the outcome instead."""
+    line = f"{d.get('from') or d.get('outcome')} -> {d.get('to')}"
+    why = [str(d[k]) for k in ("reason",) if d.get(k)]
+    if d.get("delay"):
+        why.append(f"next start in {d['delay']:g} s")
+    return line + (f" ({', '.join(why)})" if why else "")
+
+
 def _short_argv(argv) -> str:
     text = " ".join(str(a) for a in (argv or []))
     return text if len(text) <= 120 else text[:119] + "…"
@@ -44,9 +54,14 @@ SUMMARIES = {
     "launch": lambda d: f"launching: {_short_argv(d.get('argv'))}",
     "launched": lambda d: f"harness started (pid {d.get('pid')})",
     "exited": _exited,
-    "state": lambda d: f"{d.get('outcome')} -> {d.get('to')}"
-                       + (f" (next start in {d['delay']:g} s)" if d.get("delay") else ""),
+    "state": _state,
     "resume": lambda d: "resume requested" + (f" by {d['by']}" if d.get("by") else ""),
+    "resume_skipped": lambda d: f"nothing to resume ({d.get('why')}), by {d.get('by')}",
+    "linger": lambda d: f"the turn is complete but the harness did not exit within {d.get('after')} s: ending it",
+    "log_write_failed": lambda d: f"a record could not be written to the log: {d.get('error', d)}",
+    "documents_restored": lambda d: f"documents restored beside the session: {len(d.get('files') or [])} file(s)",
+    "untried_version": lambda d: f"{d.get('harness')} {d.get('version')} is a version dh was not tested with",
+    "workspace": lambda d: f"workspace restored to {d.get('to')}",
     "resume_plan": lambda d: (f"resuming with: {_short_argv(d.get('argv'))} ({d.get('kept', 0)} finished "
                               f"call(s) kept)") if d.get("mode") == "resume"
                              else f"relaunching the original command ({d.get('why')})",

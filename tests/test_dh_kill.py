@@ -97,11 +97,15 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 def events_in(db: Path) -> list[tuple[str, int | None]]:
-    """(type, attempt) of every event, read without locking anything; [] while no log."""
+    """(type, attempt) of every event, read without locking anything; [] while no log. A
+    state event is named by the state it enters (`state:BACKOFF`): there are several per
+    attempt (STARTING, RUNNING, then BACKOFF or EXITED)."""
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
         try:
-            return conn.execute("SELECT type, attempt FROM events ORDER BY seq").fetchall()
+            return conn.execute("SELECT CASE WHEN type = 'state' THEN 'state:' || "
+                                "json_extract(details, '$.to') ELSE type END, attempt "
+                                "FROM events ORDER BY seq").fetchall()
         finally:
             conn.close()
     except sqlite3.Error:
@@ -211,7 +215,7 @@ def test_dh_killed_while_a_quiet_harness_runs_costs_nothing(rig):
 
 
 # around a crash of the harness: exit logged, repair, relaunch ----------------------------------
-POINTS = [("exited", 1), ("state", 1), ("resume", 1), ("repair", 1), ("repaired", 1),
+POINTS = [("exited", 1), ("state:BACKOFF", 1), ("resume", 1), ("repair", 1), ("repaired", 1),
           ("resume_plan", 1), ("launch", 2), ("launched", 2)]
 
 

@@ -111,7 +111,7 @@ def test_user_stops_in_a_terminal_are_never_relaunched():
 
 def test_attempt_env_sets_and_unsets():
     supervisor = Supervisor.__new__(Supervisor)
-    supervisor.opts = type("O", (), {"env": {"A": "1", "CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1"}})()
+    supervisor.spec = type("S", (), {"env": {"A": "1", "CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1"}})()
     supervisor.attempt_env = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None, "B": "2"}
     assert supervisor._attempt_env() == {"A": "1", "B": "2"}
 

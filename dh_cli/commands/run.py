@@ -11,9 +11,10 @@ from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
 from ..resume.replay import parse_overrides
-from ..supervisor.launch import default_env, resume_session, start_run
+from ..resume.plan import resume_session, start_run
+from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
-from ..supervisor.runner import RunOptions
+from ..supervisor.spec import RunOptions
 from ..worlds.local import LocalWorld
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
@@ -38,7 +39,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
     s = load_config(flags).settings
     policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
                           backoff_cap=s.restart.backoff_cap)
-    return RunOptions(binary=[], args=[], cwd=os.getcwd(), env=default_env(),
+    return RunOptions(cwd=os.getcwd(), env=default_env(),
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
                       supervise=supervise, notice=output.note,

@@ -99,8 +99,8 @@ def run_demo(say, keep: bool = False) -> DemoResult:
 
 
 def _run_in(folder: Path, say) -> DemoResult:
-    from ..supervisor.launch import start_run
-    from ..supervisor.runner import RunOptions
+    from ..resume.plan import start_run
+    from ..supervisor.spec import RunOptions
     from ..worlds.local import LocalWorld
 
     killed: list[int] = []
@@ -118,7 +118,7 @@ def _run_in(folder: Path, say) -> DemoResult:
     env = {**os.environ, HOME_VAR: str(folder / "harness-home"), "DH_DEMO_MODEL_URL": model.url,
            "DH_DH_DEMO_BIN": str(_launcher(folder))}
     world = LocalWorld(folder / "dh-home" / "dh.db")
-    opts = RunOptions(binary=[], args=[], cwd=str(work), env=env,
+    opts = RunOptions(cwd=str(work), env=env,
                       notice=lambda text: say("dh", text))
     try:
         code = start_run(world, NAME, ["-p", PROMPT], opts)

@@ -104,10 +104,13 @@ def current_turn(world, session: Session, source) -> list:
 
 def prepare_resume(world: Log, wrapper: Wrapper, session: Session, overrides: dict | None = None,
                    outcomes: list[dict] | None = None,
-                   harness: tuple[list[str], dict] | None = None) -> Prepared:
+                   harness: tuple[list[str], dict] | None = None, synced: bool = False) -> Prepared:
+    """synced: the caller has just drained every native file into the log (prepare_sync,
+    after the harness exited): the first sync here would read nothing new."""
     prepared = Prepared()
     mirror = SessionMirror(world, wrapper, session)
-    mirror.sync()
+    if not synced:
+        mirror.sync()
     if not world.sources(session.id) or world.record_count(session.id) == 0:
         return prepared  # the harness wrote nothing yet: relaunch the original command
     prepared.has_state = True

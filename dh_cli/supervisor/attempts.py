@@ -18,6 +18,7 @@ class Attempt:
     user_signal: int | None = None
     tools: list[dict] = field(default_factory=list)
     parts_ended: list[dict] = field(default_factory=list)  # the harness's helpers dh ended
+    stderr_tail: str = ""  # the end of what the harness wrote on stderr (when dh saw it)
 
 
 def exit_signal(rc: int | None) -> int | None:

@@ -12,8 +12,9 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..confine import adopt, check_native_id, place, settle
+from ..confine import adopt, place, settle
 from ..errors import SessionLocked
+from .. import events
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
 from ..versions import note_version
@@ -23,7 +24,8 @@ from ..wrappers.base import Wrapper
 from ..worlds.log import Log
 from .procs import process_alive
 from .live import Launch
-from .runner import RunOptions, Supervisor, prepare_sync
+from .runner import Supervisor
+from .spec import LaunchSpec, RunOptions
 
 
 def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
@@ -78,7 +80,7 @@ def without_redacted(args: list[str]) -> tuple[list[str], list[str]]:
 PATIENCE = 600.0  # how long dh run/resume waits for a log that other dh processes keep busy
 
 
-def _patient(world, opts: RunOptions) -> None:
+def patient(world, opts: RunOptions) -> None:
     """Many dh processes on one log queue for its write lock; a supervising dh waits its
     turn rather than fail (the harness it runs must not be lost for a busy log)."""
     if hasattr(world, "be_patient"):
@@ -86,24 +88,27 @@ def _patient(world, opts: RunOptions) -> None:
             "dh: the log is busy (other dh processes are writing to it); waiting"))
 
 
-def start_run(world: Log, harness: str, args: list[str], opts: RunOptions) -> int:
-    _patient(world, opts)
+def start_run(world: Log, harness: str, args: list[str], opts: RunOptions, relauncher) -> int:
+    """`dh run`: relauncher(world, wrapper, opts) makes the Supervisor's relaunch plan (see
+    dh_cli/resume/plan.py: this package imports nothing from resume/)."""
+    patient(world, opts)
     wrapper = get_wrapper(harness)
-    opts.binary = find_binary(wrapper, opts.env)
+    binary = find_binary(wrapper, opts.env)
     home = wrapper.home(opts.env)
-    opts.headless = wrapper.is_headless(args)
-    opts.interactive = not opts.headless and sys.stdin.isatty()
+    headless = wrapper.is_headless(args)
     plan = wrapper.plan_launch(args, opts.cwd, home)
+    spec = LaunchSpec(tuple(binary), tuple(plan.argv), opts.env, opts.cwd, headless,
+                      not headless and sys.stdin.isatty())
     session = _session_for(world, wrapper, plan, opts, home)
-    note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
-    world.add_event(session.id, "run", {"argv": redact_args(plan.argv), "prompt": scrub(plan.prompt),
-                                        "headless": opts.headless}, phase="intent")
-    opts.args = plan.argv
+    note_version(world, session, wrapper, binary, opts.env, opts.notice)
+    event = events.run(redact_args(plan.argv), scrub(plan.prompt), headless)
+    world.add_event(session.id, event.type, event.details, phase=event.phase)
+    supervisor = Supervisor(world, wrapper, session, opts, spec, relauncher(world, wrapper, opts))
     with held(world, wrapper, session, plan.native_id, plan.native_path):
-        return _still_logged(world, Supervisor(world, wrapper, session, opts).run(plan.argv))
+        return still_logged(world, supervisor.run(plan.argv))
 
 
-def _still_logged(world, code: int) -> int:
+def still_logged(world, code: int) -> int:
     """The harness's exit code, once the log is known to be the file dh opened."""
     getattr(world, "check_in_place", lambda: None)()
     return code
@@ -170,72 +175,7 @@ def check_previous_attempt(world, session: Session) -> None:
                 hint="wait for it to exit, or stop it, then resume")
 
 
-def resume_session(world: Log, session: Session, prompt: str | None, opts: RunOptions,
-                   move_to: str | None = None, rehome: bool = False) -> int:
-    """move_to: resume in that checkout instead; rehome: the session was just pulled
-    from another machine (see resume/relocate.py)."""
-    _patient(world, opts)
-    wrapper = get_wrapper(session.harness)
-    opts.binary = find_binary(wrapper, opts.env)
-    original, dropped = without_redacted(json.loads(session.argv or "[]"))
-    if dropped:
-        opts.notice(f"dh: {', '.join(dropped)} not stored in the log (secret); resuming without it "
-                    "(give it through the harness's environment or config instead)")
-    opts.args = [a for a in original]
-    opts.headless = wrapper.is_headless(original) if original else True
-    opts.interactive = not opts.headless and sys.stdin.isatty()
-    if session.harness_session_id is not None:  # refused before anything is moved or run
-        check_native_id(wrapper, session.harness_session_id)
-    session = settle(world, wrapper, session, opts.env)
-    if place(world, session.id) is not None:  # else: opts.cwd stays the user's (adoption)
-        opts.cwd = session.cwd or opts.cwd
-    with held(world, wrapper, session):
-        check_previous_attempt(world, session)
-        from ..resume.relocate import relocate_for_resume
-
-        session = relocate_for_resume(world, wrapper, session, opts, move_to, rehome)
-        # What the harness wrote while no dh mirrored it (dh was killed), including files the
-        # log does not know yet: found by the session's native id or path (or, when dh died
-        # before it learnt either, by cwd and time since the session began), then logged.
-        prepare_sync(world, wrapper, session, launch=_since_created(session))
-        session = world.get_session(session.id)
-        supervisor = Supervisor(world, wrapper, session, opts)
-        from ..resume.prepare import prepare_resume
-
-        prepared = prepare_resume(world, wrapper, session, opts.replay)
-        if getattr(world, "masked_records", lambda _s: 0)(session.id):
-            opts.notice(f"dh: session {session.id} came from a world that masks credentials: "
-                        "the harness sees *** where the records held what looked like a secret")
-        session = world.get_session(session.id)
-        if prepared.turn_complete and opts.headless and not prompt and not prepared.repairs:
-            # e.g. dh was killed and the harness finished its turn on its own: a resume would
-            # only pay for a fresh model call (as after a headless kill past the final answer)
-            world.update_session(session.id, state="finished")
-            world.add_event(session.id, "resume_skipped", {"by": "dh resume", "why": "turn complete"},
-                            phase="outcome")
-            opts.notice(f"dh: session {session.id} already finished its turn; nothing to resume "
-                        "(pass --prompt to continue it)")
-            return 0
-        if not prepared.has_state:
-            argv = original
-        elif not opts.headless and not prompt:  # a TUI: its wrapper says how the turn goes on
-            argv, _ = supervisor.interactive_resume(session, prepared)
-        else:
-            text = prompt or (opts.continue_prompt if opts.headless else None)
-            check_native_id(wrapper, session.harness_session_id)
-            argv = wrapper.resume_args(original, session.harness_session_id, session.native_path,
-                                       text, opts.headless)
-        world.add_event(session.id, "resume", {"argv": redact_args(argv), "by": "dh resume",
-                                               "repairs": prepared.repairs}, phase="intent")
-        opts.notice(f"dh: resuming session {session.id} ({prepared.finished_calls} finished "
-                    f"call(s) kept, {len(prepared.repairs)} repaired)")
-        # asked only now: `--version` starts the harness, which a refused resume never does
-        note_version(world, session, wrapper, opts.binary, opts.env, opts.notice)
-        supervisor.session = world.get_session(session.id)
-        return _still_logged(world, supervisor.run(argv))
-
-
-def _since_created(session: Session) -> Launch | None:
+def since_created(session: Session) -> Launch | None:
     """For a session whose native id dh never learnt: whatever the harness created for its
     cwd since the session began (sessions other dh sessions own are skipped)."""
     if session.harness_session_id or session.native_path or not session.created_at:

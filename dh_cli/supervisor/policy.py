@@ -1,5 +1,5 @@
-"""The restart policy as an explicit state machine. Pure: the caller passes the clock and the
-classified exit; `RestartPolicy.after_exit` names the transition and how long to wait."""
+"""The restart policy. Pure: the caller passes the classified exit and how long the attempt
+ran; `RestartPolicy.after_exit` names the state entered and how long to wait."""
 
 from __future__ import annotations
 
@@ -8,20 +8,25 @@ from dataclasses import dataclass, field
 from . import states
 
 
-@dataclass
+@dataclass(frozen=True)
 class PolicyConfig:
     max_restarts: int = 5  # restarts allowed before FATAL (reset after stable running)
     start_secs: float = 1.0  # dying sooner than this counts as a failed start
     backoff_base: float = 1.0  # second restart waits this long, then doubles...
     backoff_cap: float = 30.0  # ...up to this
     stable_secs: float = 60.0  # running this long resets the restart counter
+    # Failed starts in a row allowed before FATAL (supervisord's startretries): a harness
+    # that dies at once on a bad flag ends after 4 launches and 0+1+2 s of backoff, where
+    # it was relaunched 6 times over 16 s before failed starts had a limit of their own.
+    start_retries: int = 3
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
     state: str  # the state entered: BACKOFF (then restart), EXITED or FATAL
     delay: float = 0.0
     reason: str = ""
+    failed_start: bool = False  # the attempt died before start_secs
 
 
 @dataclass
@@ -33,15 +38,20 @@ class RestartPolicy:
     def after_exit(self, outcome: str, ran_for: float) -> Decision:
         """outcome: finished | stopped | crashed | hung."""
         if outcome in ("finished", "stopped"):
-            return Decision(states.EXITED, reason=outcome)  # RUNNING -> EXITED
+            return Decision(states.EXITED, reason=outcome)
         if ran_for >= self.config.stable_secs:
             self.restarts = 0  # a stable run earns a fresh budget
-        self.failed_starts = self.failed_starts + 1 if ran_for < self.config.start_secs else 0
+        failed = ran_for < self.config.start_secs
+        self.failed_starts = self.failed_starts + 1 if failed else 0
+        if self.failed_starts > self.config.start_retries:
+            return Decision(states.FATAL, reason=f"died within {self.config.start_secs:g} s of its "
+                            f"start {self.failed_starts} times in a row", failed_start=True)
         if self.restarts >= self.config.max_restarts:
-            return Decision(states.FATAL, reason=f"{outcome} after {self.restarts} restart(s)")
+            return Decision(states.FATAL, reason=f"{outcome} after {self.restarts} restart(s)",
+                            failed_start=failed)
         delay = self._backoff()
         self.restarts += 1
-        return Decision(states.BACKOFF, delay, reason=outcome)  # RUNNING/STARTING -> BACKOFF
+        return Decision(states.BACKOFF, delay, reason=outcome, failed_start=failed)
 
     def _backoff(self) -> float:
         """First restart immediate, then base, 2*base, 4*base ... capped."""

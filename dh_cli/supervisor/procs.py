@@ -1,5 +1,6 @@
-"""Every OS effect of the supervisor goes through here: spawning the harness (pipes or a
-pseudo-terminal), signalling its process group, liveness checks, the child-subreaper flag.
+"""The real processes behind the supervisor's seam (seam.py: `Procs`, `Clock`): the harness
+spawned through pipes (here) or a pseudo-terminal (terminal.py), signalling its process
+group, liveness checks, the child-subreaper flag. Only seam.Procs builds these children.
 
 The harness leads its own process group (`start_new_session`), so a signal to the group
 reaches it and the tool commands that share its group; tools that start groups of their own
@@ -69,6 +70,13 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
         return False
 
 
+def drain(fd: int) -> None:
+    try:
+        os.read(fd, 4096)
+    except BlockingIOError:
+        pass
+
+
 class Child:
     """A running harness attempt."""
 
@@ -97,10 +105,7 @@ class Child:
         fds = [self.pidfd] + ([wake_fd] if wake_fd is not None else [])
         ready, _, _ = select.select(fds, [], [], timeout)
         if wake_fd is not None and wake_fd in ready:
-            try:
-                os.read(wake_fd, 4096)
-            except BlockingIOError:
-                pass
+            drain(wake_fd)
         return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -112,6 +117,10 @@ class Child:
     def signal(self, sig: int) -> None:
         signal_group(self.pgid, sig)
 
+    def stderr_tail(self) -> str:
+        """The last words the harness wrote on stderr ("" when dh did not see them)."""
+        return ""
+
     def finish(self) -> None:
         """Stop pumping I/O; called once the harness has exited."""
         self.close_pidfd()
@@ -122,17 +131,32 @@ class Child:
             self.pidfd = None
 
 
+STDERR_TAIL = 2000  # bytes of the harness's stderr kept for a FATAL's error line
+
+
 class PipeChild(Child):
-    """Headless: stdin and stderr are the user's; stdout is read through a pipe and copied
-    to ours at once, so dh can read session ids from it without delaying it."""
+    """Headless: stdin is the user's; stdout is read through a pipe and copied to ours at
+    once, so dh can read session ids from it without delaying it; stderr is copied the same
+    way, keeping its tail (why a harness that cannot start died, for the FATAL line)."""
 
     def __init__(self, argv, env, cwd, on_line: Callable[[bytes], None]):
         popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                 start_new_session=True, bufsize=0)
+                                 stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
         super().__init__(popen)
-        self.on_line = on_line
+        self.on_line, self.err_tail = on_line, b""
         self.thread = threading.Thread(target=self._pump, name="dh-stdout", daemon=True)
+        self.err_thread = threading.Thread(target=self._pump_stderr, name="dh-stderr", daemon=True)
         self.thread.start()
+        self.err_thread.start()
+
+    def _pump_stderr(self) -> None:
+        fd = self.popen.stderr.fileno()
+        while data := os.read(fd, 65536):
+            _write_all(sys.stderr.fileno(), data)
+            self.err_tail = (self.err_tail + data)[-STDERR_TAIL:]
+
+    def stderr_tail(self) -> str:
+        return self.err_tail.decode("utf-8", "replace")
 
     def _pump(self) -> None:
         fd, buffer = self.popen.stdout.fileno(), b""
@@ -148,7 +172,12 @@ class PipeChild(Child):
 
     def finish(self) -> None:
         self.thread.join(timeout=5)
+        # a helper of the harness that outlives it may still hold stderr open: the pump goes
+        # on until it closes, and never holds up the attempt's end
+        self.err_thread.join(timeout=0.5)
         self.popen.stdout.close()
+        if not self.err_thread.is_alive():
+            self.popen.stderr.close()
         self.close_pidfd()
 
 

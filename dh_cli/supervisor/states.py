@@ -1,8 +1,36 @@
-"""Supervisor states (named as in supervisord). Constants only."""
+"""Supervisor states (named as in supervisord), and the session state each one sets.
 
+    STARTING --(alive for start_secs)--> RUNNING
+    STARTING --(died: a failed start)--> BACKOFF | FATAL (too many failed starts)
+    RUNNING  --(died: crashed)---------> BACKOFF | FATAL (too many restarts)
+    RUNNING | STARTING --(user signal, stall, takeover, lingering)--> STOPPING
+    STOPPING --(exited)-----------------> EXITED (user signal) | BACKOFF (stall)
+    any      --(the work ended)---------> EXITED
+    BACKOFF  --(delay over)-------------> STARTING
+    STOPPED  --(first launch)-----------> STARTING
+"""
+
+STOPPED = "STOPPED"  # not started yet (the state a Supervisor is made in)
 STARTING = "STARTING"  # launched, not yet running for start_secs
 RUNNING = "RUNNING"  # up for at least start_secs
 BACKOFF = "BACKOFF"  # died; waiting before the next start
 EXITED = "EXITED"  # finished for good (the work ended, or the user stopped it)
 STOPPING = "STOPPING"  # dh is stopping it (user signal, or a stall)
 FATAL = "FATAL"  # too many failed starts: dh gives up and says how to resume by hand
+
+ATTEMPT_STATES = (STARTING, RUNNING, STOPPING)  # the harness runs (or is being stopped)
+
+# The sessions table keeps the vocabulary its readers know (liveness.py LIVE_STATES,
+# worlds/takeover.py OPEN_STATES): "starting" is a session whose dh has not taken its lock
+# yet (liveness gives it a grace), "running" one whose dh holds it. Once launched, every
+# state of a live supervisor (STARTING, RUNNING, BACKOFF, STOPPING) is "running"; EXITED
+# records how the work ended (finished, stopped, crashed, hung: supervisor/attempts.py).
+_SESSION_STATE = {STOPPED: "starting", STARTING: "running", RUNNING: "running", BACKOFF: "running",
+                  STOPPING: "running", FATAL: "fatal"}
+
+
+def session_state(state: str, outcome: str | None = None) -> str:
+    """The sessions.state value for a supervisor state (EXITED: the attempt's outcome)."""
+    if state == EXITED:
+        return outcome or "finished"
+    return _SESSION_STATE[state]

@@ -64,12 +64,15 @@ class Shipper:
     def _loop(self, local, link: "_Link") -> None:
         seen, failures, deadline = None, 0, None
         while not self.fenced:
+            # read before the version: what was committed before stop() is then always shipped
+            # (read after, a ship begun before the last commit ended the loop without it)
+            stopping = self._stop.is_set()
             version = local.conn.execute("PRAGMA data_version").fetchone()[0]
             if version != seen or failures:
                 ok = self._ship_once(local, link)
                 failures = 0 if ok else failures + 1
                 seen = version if ok else seen
-            if self._stop.is_set():
+            if stopping:
                 deadline = deadline or time.monotonic() + FLUSH_FOR
                 if not failures or time.monotonic() > deadline:
                     return

@@ -1,0 +1,190 @@
+"""One relaunch plan, for `dh resume` and for the supervisor's automatic restart alike: get
+the native state ready (prepare.py), then decide the argv, environment and typed text of
+the next attempt from the session's wrapper. The Supervisor is handed a `Relauncher` (its
+`plan` and `turn_complete`), so dh_cli/supervisor/ imports nothing from this package."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+
+from .. import events
+from ..confine import check_native_id, place, settle
+from ..models import Session
+from ..util import scrub
+from ..supervisor import launch
+from ..supervisor.spec import LaunchSpec, RunOptions
+from ..supervisor.runner import Supervisor
+from ..supervisor.watchers import prepare_sync
+from ..versions import note_version
+from ..wrappers import get as get_wrapper
+from ..wrappers.base import Wrapper
+from .prepare import Prepared, current_turn, prepare_resume
+from .replay import unlogged_text
+
+
+@dataclass(frozen=True)
+class RelaunchPlan:
+    mode: str  # "resume" (the harness's own resume flags), "relaunch" (the original command), "skip"
+    session: Session  # as the log has it once the native state is ready
+    argv: tuple[str, ...] = ()  # the harness's args for the next attempt
+    env: dict = field(default_factory=dict)  # name -> value (None: unset) for that attempt
+    typed: str | None = None  # text to type into its TUI once `ready` is drawn
+    ready: bytes | None = None
+    continues: str = ""  # how a cut turn goes on (see Wrapper.interactive_resume)
+    kept: int = 0  # finished calls the resumed harness sees
+    repairs: tuple = ()
+
+
+def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, opts: RunOptions,
+                  *, by: str, attempt: int | None = None, tools=(), prompt: str | None = None,
+                  skip_finished: bool = False) -> RelaunchPlan:
+    """tools: the outcomes of the tool commands of the attempt that ended (they decide how a
+    cut-off call is reported); prompt: the user's, for `dh resume --prompt`; skip_finished:
+    a headless turn already complete with nothing repaired is not resumed (it would only pay
+    for a fresh model call)."""
+    _write(world, session, events.resume(by, attempt), attempt)
+    # every caller has just drained the native files (supervisor/watchers.py prepare_sync)
+    prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools), synced=True)
+    session = world.get_session(session.id)
+    if skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs:
+        _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
+        return RelaunchPlan("skip", session, kept=prepared.finished_calls)
+    if not prepared.has_state or not session.harness_session_id and not session.native_path:
+        _write(world, session, events.resume_plan("relaunch", why="no native state yet"), attempt)
+        return RelaunchPlan("relaunch", session, tuple(spec.args))
+    plan = _resume(world, wrapper, session, spec, opts, prepared, prompt)
+    _write(world, session, events.resume_plan(
+        "resume", argv=launch.redact_args(list(plan.argv)), repairs=prepared.repairs,
+        rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues, by=by), attempt)
+    return plan
+
+
+def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> RelaunchPlan:
+    """The harness's own resume: headless (or with the user's prompt) through its resume
+    flags; a TUI the way its wrapper carries a cut turn on (argv, environment, typed text)."""
+    native_id = session.harness_session_id
+    if native_id is not None:  # it goes on the harness's command line: a world may have chosen it
+        check_native_id(wrapper, native_id)
+    done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
+    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=not prepared.turn_complete)
+    if spec.headless or prompt:
+        argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
+        return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
+    records = current_turn(world, session, world.sources(session.id)[0])
+    tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records)
+    return RelaunchPlan("resume", argv=tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
+                        ready=tui.ready, continues=tui.continues, **done)
+
+
+def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool) -> str | None:
+    """The continuation prompt, with a word on each tool command that ran without a call in
+    the session (the model decides what to check); in a terminal the user is told too, and
+    a TUI whose turn was not cut gets no prompt at all."""
+    if not spec.headless and not cut:
+        return None
+    notes = [unlogged_text(outcome) for outcome in unlogged]
+    if not spec.headless:
+        for note in notes:
+            opts.notice(f"dh: {note}")
+    return "\n\n".join([opts.continue_prompt, *notes])
+
+
+def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:
+    # a resume argv or a repair may hold a token: never in the log
+    world.add_event(session.id, event.type, scrub(event.details), attempt, event.phase)
+
+
+@dataclass(frozen=True)
+class Relauncher:
+    """What the Supervisor asks between attempts (bound to one world, wrapper and settings)."""
+
+    world: object
+    wrapper: Wrapper
+    opts: RunOptions
+
+    def turn_complete(self, session: Session) -> bool:
+        sources = self.world.sources(session.id)
+        if not sources:
+            return False
+        return self.wrapper.turn_state(current_turn(self.world, session, sources[0])).complete
+
+    def plan(self, session: Session, spec: LaunchSpec, attempt: int, tools) -> RelaunchPlan:
+        return plan_relaunch(self.world, self.wrapper, session, spec, self.opts, by="dh run",
+                             attempt=attempt, tools=tools)
+
+
+def start_run(world, harness: str, args: list[str], opts: RunOptions) -> int:
+    """`dh run`: launch.start_run with this module's relaunch plan."""
+    return launch.start_run(world, harness, args, opts, Relauncher)
+
+
+def resume_session(world, session: Session, prompt: str | None, opts: RunOptions,
+                   move_to: str | None = None, rehome: bool = False) -> int:
+    """`dh resume`. move_to: resume in that checkout instead; rehome: the session was just
+    pulled from another machine (see resume/relocate.py)."""
+    launch.patient(world, opts)
+    wrapper = get_wrapper(session.harness)
+    original = _stored_args(session, opts)
+    if session.harness_session_id is not None:  # refused before anything is moved or run
+        check_native_id(wrapper, session.harness_session_id)
+    session = settle(world, wrapper, session, opts.env)
+    cwd = (session.cwd or opts.cwd) if place(world, session.id) is not None else opts.cwd  # else: adoption
+    headless = wrapper.is_headless(original) if original else True
+    spec = LaunchSpec(tuple(launch.find_binary(wrapper, opts.env)), tuple(original), opts.env, cwd,
+                      headless, not headless and sys.stdin.isatty())
+    with launch.held(world, wrapper, session):
+        launch.check_previous_attempt(world, session)
+        session, spec = _relocated(world, wrapper, session, opts, spec, move_to, rehome)
+        # What the harness wrote while no dh mirrored it (dh was killed), including files the
+        # log does not know yet: found by the session's native id or path (or, when dh died
+        # before it learnt either, by cwd and time since the session began), then logged.
+        session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
+        return _resume_now(world, wrapper, session, prompt, opts, spec)
+
+
+def _stored_args(session: Session, opts: RunOptions) -> list[str]:
+    original, dropped = launch.without_redacted(json.loads(session.argv or "[]"))
+    if dropped:
+        opts.notice(f"dh: {', '.join(dropped)} not stored in the log (secret); resuming without it "
+                    "(give it through the harness's environment or config instead)")
+    return original
+
+
+def _relocated(world, wrapper, session, opts, spec, move_to, rehome) -> tuple[Session, LaunchSpec]:
+    """relocate.py moves the session when asked (or adopts one from a world) and names the
+    cwd the launch then runs in, on the object it is given (opts is frozen: a copy of its
+    own)."""
+    from .relocate import relocate_for_resume
+
+    where = _Where(spec.cwd, opts.env, opts.notice)
+    session = relocate_for_resume(world, wrapper, session, where, move_to, rehome)
+    return session, replace(spec, cwd=where.cwd)
+
+
+@dataclass
+class _Where:
+    cwd: str
+    env: dict
+    notice: object
+
+
+def _resume_now(world, wrapper, session, prompt, opts, spec) -> int:
+    if getattr(world, "masked_records", lambda _s: 0)(session.id):
+        opts.notice(f"dh: session {session.id} came from a world that masks credentials: "
+                    "the harness sees *** where the records held what looked like a secret")
+    plan = plan_relaunch(world, wrapper, session, spec, opts, by="dh resume", prompt=prompt,
+                         skip_finished=True)
+    if plan.mode == "skip":
+        world.update_session(session.id, state="finished")
+        opts.notice(f"dh: session {session.id} already finished its turn; nothing to resume "
+                    "(pass --prompt to continue it)")
+        return 0
+    opts.notice(f"dh: resuming session {session.id} ({plan.kept} finished "
+                f"call(s) kept, {len(plan.repairs)} repaired)")
+    # asked only now: `--version` starts the harness, which a refused resume never does
+    note_version(world, plan.session, wrapper, list(spec.binary), opts.env, opts.notice)
+    supervisor = Supervisor(world, wrapper, plan.session, opts, spec, Relauncher(world, wrapper, opts))
+    supervisor.attempt_env, supervisor.attempt_typed = dict(plan.env), (plan.typed, plan.ready)
+    return launch.still_logged(world, supervisor.run(list(plan.argv)))

@@ -1,0 +1,92 @@
+"""What watches one attempt besides the process itself: the live mirror (native files into
+the log as they are written), the workspace snapshots, and the final drain once the harness
+has exited. The Supervisor is handed an `AttemptWatchers` (tests give it a fake)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..workspace import start_watcher
+from .live import Launch, LiveMirror, launched_native
+
+
+class AttemptWatchers:
+    def __init__(self, world, wrapper, opts, spec):
+        self.world, self.wrapper, self.opts, self.spec = world, wrapper, opts, spec
+        self.live = self.launch = self.workspace = None
+
+    def before_launch(self, session) -> None:
+        self.launch = self._launch_info(session)
+        self.live = LiveMirror(self.world.path, self.wrapper, session.id, self._watch_dirs(session),
+                               notice=self.opts.notice, launch=self.launch)
+
+    def launched(self, session) -> None:
+        self.live.start()
+        self.workspace = start_watcher(self.world.path, self.wrapper, session, self.spec.cwd,
+                                       self.opts.replay, self.opts.notice)  # dh_cli/workspace
+
+    @property
+    def last_progress(self) -> float:
+        return self.live.last_progress
+
+    def found_id(self, native_id: str) -> None:
+        """The harness printed its session id: the mirror can find its file at once."""
+        if self.live.native_id is None:
+            self.live.native_id = native_id
+            self.live.wake.set()
+
+    def knows_id(self) -> bool:
+        return self.live.native_id is not None
+
+    def ended(self, session):
+        """The harness exited: stop the live mirror, then read every native file to its end.
+        Returns the session as the log has it then (its native id may be new)."""
+        self.live.stop()
+        if self.live.error:
+            raise self.live.error
+        session = prepare_sync(self.world, self.wrapper, session, self.live.native_id, self.launch)
+        self.workspace.stop()  # its last snapshot sees every record the drain committed
+        return session
+
+    def _launch_info(self, session) -> Launch | None:
+        """Taken just before the launch when dh knows neither the session's id nor its
+        file: the live mirror then finds what the harness creates (or, told to continue a
+        session it picks itself, writes to) by cwd and time, not by its stdout."""
+        if session.harness_session_id or session.native_path:
+            return None
+        home = Path(session.home)
+        resuming = self.wrapper.plan_launch(list(self.spec.args), self.spec.cwd, home).resuming
+        return Launch.of(self.wrapper, home, session.cwd or self.spec.cwd, resuming)
+
+    def _watch_dirs(self, session) -> list[Path] | None:
+        """The session file's folder when known, else the wrapper's folders (the first one
+        created when missing, so a watch can be set before the harness writes)."""
+        path = Path(session.native_path) if session.native_path else None
+        folders = [path.parent] if path else self.wrapper.watch_folders(Path(session.home))
+        try:
+            folders[0].mkdir(parents=True, exist_ok=True)
+            return folders
+        except OSError:
+            return None
+
+
+def prepare_sync(world, wrapper, session, native_id: str | None = None,
+                 launch: Launch | None = None):
+    """The final drain: read every native file to its end once the harness has exited.
+    Returns the session as the log has it then."""
+    from ..mirror.session import SessionMirror
+
+    session = world.get_session(session.id)
+    native = wrapper.locate(Path(session.home), native_id or session.harness_session_id,
+                            Path(session.native_path) if session.native_path else None)
+    if native is None and not native_id:
+        native = launched_native(world, wrapper, session, launch)
+    if native and native.harness_session_id != session.harness_session_id:
+        world.update_session(session.id, harness_session_id=native.harness_session_id,
+                             native_path=str(native.sources[0].path))
+        session = world.get_session(session.id)
+    mirror = SessionMirror(world, wrapper, session)
+    if native:
+        mirror.track(native)
+    mirror.sync()
+    return session

@@ -1,0 +1,295 @@
+"""The Supervisor's state machine, tick by tick: a real Supervisor and a real log, with fake
+processes and a fake clock (tests/fakes/procs.py, clock.py), so each case runs in
+milliseconds. tests/test_run_supervise.py keeps the same paths with real processes."""
+
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from dh_cli import events
+from dh_cli.events_text import SUMMARIES, summary
+from dh_cli.resume.plan import RelaunchPlan
+from dh_cli.supervisor import states
+from dh_cli.supervisor.policy import PolicyConfig
+from dh_cli.supervisor.runner import FORWARDED, Supervisor
+from dh_cli.supervisor.spec import LaunchSpec, RunOptions
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.wrappers import get
+
+from .fakes.clock import FakeClock
+from .fakes.procs import FakeProcs, Script
+
+S, R, B, X, F, P = (states.STARTING, states.RUNNING, states.BACKOFF, states.EXITED, states.FATAL,
+                    states.STOPPING)
+FOREVER = Script(runs_for=None)  # runs until signalled
+
+
+class FakeRelauncher:
+    """The relaunch plan (resume/plan.py) as the Supervisor sees it."""
+
+    def __init__(self, complete, env=None, typed=None):
+        self.complete, self.env, self.typed, self.planned = complete, env or {}, typed, []
+
+    def turn_complete(self, session) -> bool:
+        return self.complete() if callable(self.complete) else self.complete
+
+    def plan(self, session, spec, attempt, tools):
+        self.planned.append(attempt)
+        return RelaunchPlan("resume", session, argv=("--resume", "s1"), env=self.env,
+                            typed=self.typed, kept=1)
+
+
+class FakeWatchers:
+    """The live mirror: its last progress is the launch (nothing written since)."""
+
+    def __init__(self, clock):
+        self.clock, self.last_progress, self.drains = clock, 0.0, 0
+
+    def before_launch(self, session):
+        pass
+
+    def launched(self, session):
+        self.last_progress = self.clock.now()
+
+    def knows_id(self):
+        return True
+
+    def found_id(self, native_id):
+        pass
+
+    def ended(self, session):
+        self.drains += 1
+
+
+def rig(tmp_path, scripts, complete=True, interactive=False, **opts):
+    clock = FakeClock()
+    procs = FakeProcs(clock, scripts)
+    world = LocalWorld(tmp_path / "dh.db")
+    session = world.create_session("pi", cwd=str(tmp_path), home=str(tmp_path / "home"), state="starting")
+    notices: list[str] = []
+    run_opts = RunOptions(cwd=str(tmp_path), env={"PATH": "/bin"}, tool_grace=0, notice=notices.append,
+                          **opts)
+    spec = LaunchSpec(("/bin/pi",), ("-p", "x"), {"PATH": "/bin"}, str(tmp_path),
+                      headless=not interactive, interactive=interactive)
+    relauncher = FakeRelauncher(complete)
+    supervisor = Supervisor(world, get("pi"), session, run_opts, spec, relauncher, procs=procs,
+                            clock=clock, watchers=FakeWatchers(clock))
+    return SimpleNamespace(clock=clock, procs=procs, world=world, session=session, notices=notices,
+                           relauncher=relauncher, supervisor=supervisor, t0=clock.now())
+
+
+def transitions(r) -> list[tuple[str, str]]:
+    return [(e.details["from"], e.details["to"]) for e in r.world.events(r.session.id) if e.type == "state"]
+
+
+def last_state(r) -> dict:
+    return [e.details for e in r.world.events(r.session.id) if e.type == "state"][-1]
+
+
+def session_state(r) -> str:
+    return r.world.get_session(r.session.id).state
+
+
+def test_a_clean_run_goes_starting_running_exited(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=3, rc=0)])
+    assert r.supervisor.run(["-p", "x"]) == 0
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, X)]
+    (running,) = [e for e in r.world.events(r.session.id) if e.type == "state" and e.details["to"] == R]
+    assert running.details["reason"] == "up for 1 s"
+    assert r.clock.now() - r.t0 == pytest.approx(3)
+    assert session_state(r) == "finished" and r.world.get_session(r.session.id).attempts == 1
+    assert r.procs.spawned[0]["argv"] == ["/bin/pi", "-p", "x"] and not r.procs.spawned[0]["pty"]
+
+
+def test_running_waits_for_start_secs_and_the_session_row_says_running_throughout(tmp_path):
+    seen = []
+    r = rig(tmp_path, [Script(runs_for=3, rc=0)], policy=PolicyConfig(start_secs=2))
+    r.clock.after(1, lambda: seen.append((r.supervisor.state, session_state(r))))
+    r.clock.after(2.5, lambda: seen.append((r.supervisor.state, session_state(r))))
+    r.supervisor.run([])
+    assert seen == [(S, "running"), (R, "running")]  # "starting": its dh has no lock yet (liveness.py)
+
+
+def test_a_crash_backs_off_then_resumes_with_the_plan(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)])
+    r.relauncher.complete = lambda: len(r.procs.children) == 2
+    assert r.supervisor.run(["-p", "x"]) == 0
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, B), (B, S), (S, R), (R, X)]
+    assert r.relauncher.planned == [2]
+    assert r.procs.spawned[1]["argv"] == ["/bin/pi", "--resume", "s1"]
+    assert r.procs.spawned[1]["at"] == pytest.approx(r.t0 + 5)  # the first restart is immediate
+    assert any("pi killed by SIGKILL; resuming session" in n and "1 finished call(s) kept" in n
+               for n in r.notices)
+    assert last_state(r)["outcome"] == "finished"
+
+
+def test_backoff_doubles_between_restarts(tmp_path):
+    crash = Script(runs_for=2, rc=1)
+    r = rig(tmp_path, [crash, crash, crash, crash, Script(runs_for=2, rc=0)], complete=False,
+            policy=PolicyConfig(max_restarts=10))
+    r.relauncher.complete = lambda: len(r.procs.children) == 5
+    assert r.supervisor.run([]) == 0
+    starts = [s["at"] - r.t0 for s in r.procs.spawned]
+    assert starts == pytest.approx([0, 2, 5, 9, 15])  # each ran 2 s, then waited 0, 1, 2, 4 s
+    delays = [e.details.get("delay") for e in r.world.events(r.session.id)
+              if e.type == "state" and e.details["to"] == B]
+    assert delays == [0, 1, 2, 4]
+
+
+def test_a_harness_that_cannot_start_is_fatal_in_seconds_with_its_stderr(tmp_path):
+    bad_flag = Script(runs_for=0.05, rc=2, stderr="Usage: pi [options]\nerror: unknown option '--bogus'\n")
+    r = rig(tmp_path, [bad_flag], complete=False)
+    assert r.supervisor.run(["--bogus"]) == 2
+    assert len(r.procs.spawned) == 4  # the first start and start_retries (3) more
+    assert r.clock.now() - r.t0 < 4  # 0 + 1 + 2 s of backoff
+    assert R not in [to for _, to in transitions(r)]  # never up for start_secs
+    assert transitions(r)[-1] == (S, F) and last_state(r)["failed_start"] is True
+    assert session_state(r) == "fatal"
+    (line,) = [n for n in r.notices if n.startswith("Error:")]
+    assert "giving up on session" in line and "died within 1 s of its start 4 times" in line
+    assert "unknown option '--bogus'" in line and f"dh resume {r.session.id}" in line
+    assert "\n" not in line
+    exited = [e.details for e in r.world.events(r.session.id) if e.type == "exited"]
+    assert all("unknown option" in d["stderr_tail"] for d in exited)
+
+
+def test_too_many_restarts_is_fatal(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=2, rc=1)], complete=False, policy=PolicyConfig(max_restarts=2))
+    assert r.supervisor.run([]) == 1
+    assert len(r.procs.spawned) == 3
+    assert transitions(r)[-1] == (R, F)
+    assert last_state(r)["reason"] == "crashed after 2 restart(s)"
+    (line,) = [n for n in r.notices if n.startswith("Error:")]
+    assert "its stderr" not in line  # it did start: the stderr is not why it gave up
+
+
+def test_a_stall_is_stopping_then_backoff_and_resume(tmp_path):
+    r = rig(tmp_path, [FOREVER, Script(runs_for=1, rc=0)], complete=False, stall_timeout=10)
+    r.relauncher.complete = lambda: len(r.procs.children) == 2 and r.procs.children[1].rc is not None
+    assert r.supervisor.run([]) == 0
+    assert transitions(r)[:5] == [(states.STOPPED, S), (S, R), (R, P), (P, B), (B, S)]
+    ((pgid, sig, at),) = r.procs.signals
+    assert (pgid, sig) == (r.procs.children[0].pgid, signal.SIGTERM)
+    assert 10 < at - r.t0 <= 11  # seen at the first tick past the stall timeout
+    types = [e.type for e in r.world.events(r.session.id)]
+    assert types.index("stall") < types.index("exited")
+    backoff = [e.details for e in r.world.events(r.session.id) if e.type == "state" and e.details["to"] == B]
+    assert backoff[0]["outcome"] == "hung"
+    assert any("pi hung (no progress for 10 s during a turn); resuming" in n for n in r.notices)
+
+
+def test_no_stall_while_the_turn_is_complete(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=30, rc=0)], complete=True, stall_timeout=10)
+    assert r.supervisor.run([]) == 0
+    assert not r.procs.signals
+
+
+@pytest.mark.parametrize("sig", FORWARDED)
+def test_a_user_signal_is_forwarded_then_exited_without_relaunch(tmp_path, sig):
+    r = rig(tmp_path, [FOREVER], complete=False)
+    r.clock.after(3, lambda: r.procs.deliver(sig))
+    assert r.supervisor.run([]) == 128 + sig
+    assert r.procs.signals == [(r.procs.children[0].pgid, sig, r.t0 + 3)]  # the same signal, at once
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, P), (P, X)]
+    assert last_state(r)["outcome"] == "stopped"
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
+    assert session_state(r) == "stopped"
+    assert set(r.procs.trapped) == set(FORWARDED) and r.procs.untrapped
+    assert r.procs.ended_descendants == 1  # nothing dh started is left behind
+
+
+def test_a_user_signal_while_starting_is_stopping_from_starting(tmp_path):
+    r = rig(tmp_path, [FOREVER], complete=False)
+    r.clock.after(0.2, lambda: r.procs.deliver(signal.SIGINT))
+    assert r.supervisor.run([]) == 130
+    assert transitions(r) == [(states.STOPPED, S), (S, P), (P, X)]
+
+
+def test_the_grace_before_sigkill(tmp_path):
+    stubborn = Script(runs_for=None, ignores=frozenset({signal.SIGTERM}))
+    r = rig(tmp_path, [stubborn], complete=False, stop_wait=5.0)
+    r.clock.after(2, lambda: r.procs.deliver(signal.SIGTERM))
+    assert r.supervisor.run([]) == 143
+    pgid = r.procs.children[0].pgid
+    assert r.procs.signals == [(pgid, signal.SIGTERM, r.t0 + 2), (pgid, signal.SIGKILL, r.t0 + 7)]
+
+
+def test_a_harness_that_goes_within_the_grace_gets_no_sigkill(tmp_path):
+    r = rig(tmp_path, [FOREVER], complete=False, stop_wait=5.0)
+    r.clock.after(2, lambda: r.procs.deliver(signal.SIGTERM))
+    r.supervisor.run([])
+    assert [sig for _, sig, _ in r.procs.signals] == [signal.SIGTERM]
+
+
+def test_a_user_signal_during_backoff_is_exited_without_relaunch(tmp_path):
+    crash = Script(runs_for=2, rc=1)
+    r = rig(tmp_path, [crash], complete=False, policy=PolicyConfig(max_restarts=10))
+    r.clock.after(4.5, lambda: r.procs.deliver(signal.SIGTERM))  # in the 1 s backoff after the 2nd crash
+    assert r.supervisor.run([]) == 143
+    assert len(r.procs.spawned) == 2 and r.relauncher.planned == [2]
+    assert transitions(r)[-2:] == [(R, B), (B, X)]
+    assert session_state(r) == "stopped"
+
+
+def test_restarts_counted_in_the_log_survive_a_new_supervisor(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=2, rc=1)], complete=False, policy=PolicyConfig(max_restarts=2))
+    for _ in range(2):
+        r.world.add_event(r.session.id, "state", {"from": R, "to": B, "reason": "crashed"}, 1)
+    again = Supervisor(r.world, get("pi"), r.session, r.supervisor.opts, r.supervisor.spec,
+                       r.relauncher, procs=r.procs, clock=r.clock, watchers=FakeWatchers(r.clock))
+    assert again.run([]) == 1 and len(r.procs.spawned) == 1  # FATAL at once
+
+
+def test_an_interactive_relaunch_gets_the_plans_env_and_typed_text(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)], complete=False,
+            interactive=True)
+    r.relauncher.env, r.relauncher.typed = {"RESUME_TURN": "1", "PATH": None}, "Continue."
+    assert r.supervisor.run([]) == 0
+    first, second = r.procs.spawned
+    assert first["pty"] and first["typed"] is None and first["env"] == {"PATH": "/bin"}
+    assert second["env"] == {"RESUME_TURN": "1"} and second["typed"] == "Continue."
+
+
+def test_every_event_the_supervisor_writes_is_a_known_type_with_a_readable_line(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=0.1, rc=1, stderr="boom"), FOREVER], complete=False,
+            stall_timeout=5)
+    r.clock.after(30, lambda: r.procs.deliver(signal.SIGTERM))
+    r.supervisor.run([])
+    written = {e.type for e in r.world.events(r.session.id)}
+    assert {"launch", "launched", "state", "exited", "stall"} <= written
+    assert written <= set(events.TYPES)
+    assert set(events.TYPES) <= set(SUMMARIES)
+    for event in r.world.events(r.session.id):
+        line = summary(event.type, event.details)
+        assert not line.startswith(f"{event.type} {{"), line
+
+
+def test_an_unwritable_log_while_the_harness_runs_never_stops_it(tmp_path):
+    """Disk full mid-attempt (test_disk_full.py with a real process): the RUNNING and
+    STOPPING transitions go unjournaled, the harness runs on, the user's stop still works."""
+    from dh_cli.errors import LogDbError
+
+    r = rig(tmp_path, [FOREVER], complete=False)
+    add_event = r.world.add_event
+
+    def failing(session_id, type_, details=None, attempt=None, phase=None):
+        if type_ == "state" and details["to"] in (R, P):
+            raise LogDbError("cannot write the log (disk I/O error)")
+        return add_event(session_id, type_, details, attempt, phase)
+    r.world.add_event = failing
+    r.clock.after(30, lambda: r.procs.deliver(signal.SIGTERM))
+    assert r.supervisor.run([]) == 143
+    assert r.procs.signals[0][1:] == (signal.SIGTERM, r.t0 + 30)
+    assert transitions(r) == [(states.STOPPED, S), (P, X)]  # the real from, though unjournaled
+
+
+def test_the_supervisor_and_the_relaunch_plan_write_events_only_through_their_constructors():
+    from pathlib import Path
+
+    import dh_cli
+
+    root = Path(dh_cli.__file__).parent
+    for module in ("supervisor/runner.py", "supervisor/launch.py", "resume/plan.py"):
+        calls = [line for line in (root / module).read_text().splitlines() if "add_event(" in line]
+        assert calls and all("event.type" in line for line in calls), (module, calls)
