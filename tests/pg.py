@@ -73,7 +73,7 @@ class PgServer:
     def pg_ctl(self, *args: str) -> None:
         cmd = _run_as() + [str(self.bin_dir / "pg_ctl"), "-D", str(self.data / "data"),
                            "-l", str(self.data / "server.log"), *args]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60, env=_server_env())
 
     def start(self) -> None:
         self.pg_ctl("-w", "-o", " ".join(self.options), "start")
@@ -94,6 +94,12 @@ class PgServer:
 
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _server_env() -> dict:
+    """The run's server outlives the test that started it: none of that test's settings
+    (its DH_HOME under the test's folder) go with it."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DH_")}
 
 
 def _start_private() -> PgServer:
@@ -119,7 +125,32 @@ def _start_private() -> PgServer:
                       "-c synchronous_commit=off", "-c full_page_writes=off"]
     server.start()
     atexit.register(_shutdown, server)
+    server.watchdog = _watchdog(server)
     return server
+
+
+# Stops the server when this process dies in a way atexit never sees (SIGKILL, or a SIGTERM
+# from `timeout`): a private server was found running an hour after such a test run. It waits
+# for EOF on a pipe only this process holds open, in a session of its own (a signal to the
+# test run's process group must not end it before it has done its work).
+_WATCHDOG = """
+import shutil, subprocess, sys
+sys.stdin.buffer.read()
+cmd, data = sys.argv[1:-1], sys.argv[-1]
+subprocess.run(cmd, capture_output=True, timeout=60)
+shutil.rmtree(data, ignore_errors=True)
+"""
+
+
+def _watchdog(server: PgServer) -> subprocess.Popen:
+    import sys
+
+    stop = _run_as() + [str(server.bin_dir / "pg_ctl"), "-D", str(server.data / "data"),
+                        "-w", "-m", "immediate", "stop"]
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, *stop, str(server.data)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                            env=_server_env())
 
 
 def _shutdown(server: PgServer) -> None:

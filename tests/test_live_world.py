@@ -16,16 +16,19 @@ import signal
 import subprocess
 import sys
 import time
+from copy import copy as shallow_copy
 from pathlib import Path
 
 import pytest
 
 from . import pg
 from .fakes.model_server import FakeModelServer
+from .live_leftovers import nothing_left  # noqa: F401  (fixture)
 from .pg import pg_url  # noqa: F401  (fixture)
 from .rig import HEADLESS_ARGS, SCRIPT, Rig
 
-pytestmark = pytest.mark.postgres
+# every test: nothing it started (dh, workers, their children, harnesses) outlives it
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("nothing_left")]
 
 TTL = 3  # seconds: short, so the tests stay short
 STALL = 30.0  # reply #1 hangs this long, once: the kill lands while it is undelivered
@@ -39,7 +42,8 @@ def _script(stall: float = STALL, second: float = 0.0, times: int | None = 1) ->
 
 @pytest.fixture
 def server():
-    srv = FakeModelServer(_script(second=6.0)).start()
+    # reply #2 is slow: B still holds the session while A's refusals and listings are checked
+    srv = FakeModelServer(_script(second=12.0)).start()
     yield srv
     srv.stop()
 
@@ -174,6 +178,16 @@ def test_takeover_after_a_kill(tmp_path, server, pg_url):
     (row,) = json.loads(listed.stdout)
     assert (row["id"], row["epoch"], row["hold_state"]) == (sid, 2, "running here")  # one host
     assert row["lease_age_s"] < TTL
+    # the same without --world: A's configured world (here its environment) is postgres
+    configured = shallow_copy(a)
+    configured.env = dict(a.env, DH_WORLD="postgres", DH_POSTGRES_URL=pg_url)
+    events_before = [e.seq for e in a.world().events(sid)]
+    plain = configured.dh("resume", sid)
+    assert plain.returncode == 4, plain.stderr.decode()
+    assert b"held in the world by dh on" in plain.stderr, plain.stderr.decode()
+    # refused before anything was prepared or logged here: the world was asked first
+    assert [e.seq for e in a.world().events(sid)] == events_before
+    assert b"resuming session" not in plain.stderr
     world = _world(pg_url)
     _wait(lambda: world.get_session(sid).state == "finished", 60, "the turn to finish on B")
     worker.send_signal(signal.SIGTERM)
@@ -227,7 +241,7 @@ def test_a_paused_holder_stops_and_writes_nothing_more(tmp_path, server, pg_url)
     assert [r.raw for r in b.world().records(sid)] == _world_raw(pg_url, sid)
 
 
-OUTAGE_S = float(os.environ.get("DH_TEST_OUTAGE_S", "6"))  # the 30 s: DH_TEST_OUTAGE_S=30
+OUTAGE_S = 30.0  # the outage: longer than the shipper's whole backoff (0.5 … 5 s) many times over
 
 
 def test_server_stopped_during_a_run_loses_nothing_and_says_so_once_each_way(tmp_path, pg_url):
@@ -257,7 +271,9 @@ def test_server_stopped_during_a_run_loses_nothing_and_says_so_once_each_way(tmp
     assert _world_raw(pg_url, sid) == [r.raw for r in local.records(sid)]
     world = _world(pg_url)
     assert [(e.seq, e.type) for e in world.events(sid)] == [(e.seq, e.type) for e in local.events(sid)]
-    assert world.get_session(sid).state == "finished"
+    assert local.get_session(sid).state == "finished"
+    shipped, here = world.get_session(sid), local.get_session(sid)
+    assert (shipped.state, shipped.updated_at) == (here.state, here.updated_at), err
 
 
 def test_two_workers_resume_each_of_ten_orphans_exactly_once(tmp_path, pg_url):
@@ -352,3 +368,4 @@ def test_a_stopped_worker_hands_its_session_to_another(tmp_path, pg_url):
     assert (a.proj / "steps.log").read_text() == "step0\n"
     assert [e.details["epoch"] for e in world.events(sid) if e.type == "takeover"][0] == 2
     assert any(b"All done." in raw for raw in _world_raw(pg_url, sid))
+

@@ -108,6 +108,9 @@ def resume_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     lease = None
+    from ..worlds.live_world import resume_world  # --world, else the configured world
+
+    world_name = resume_world(world_name)
     if world_name:  # held in the world for the whole resume: one machine at a time
         from ..worlds.takeover import before_resume
 
@@ -117,16 +120,21 @@ def resume_command(
             from ..worlds.takeover import record_takeover
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
+    failure = None
     try:
         live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else {}
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
                 tool_grace, replay, no_supervise, workspace, live)
+    except typer.Exit:
+        raise
+    except BaseException as exc:  # failed before its supervisor ran: the session is not ended
+        failure = exc
+        raise
     finally:
         if lease is not None:
-            from ..worlds.takeover import ship_now
+            from ..worlds.takeover import end_hold
 
-            ship_now(world, lease, session)
-            lease.release_and_close()
+            end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
 
 def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,

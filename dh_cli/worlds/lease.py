@@ -12,7 +12,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from ..errors import SessionLocked
+from ..errors import SessionLocked, WorldError
 
 TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
 
@@ -43,7 +43,7 @@ _ACQUIRE = """
     ON CONFLICT (session_id) DO UPDATE SET holder_host = EXCLUDED.holder_host,
         holder_boot_id = EXCLUDED.holder_boot_id, holder_pid = EXCLUDED.holder_pid,
         epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s, released_at = NULL,
-        prev_host = l.holder_host, prev_epoch = l.epoch
+        refused = NULL, prev_host = l.holder_host, prev_epoch = l.epoch
     WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now() OR l.released_at IS NOT NULL
        OR (l.holder_host, l.holder_boot_id, l.holder_pid) = (EXCLUDED.holder_host,
            EXCLUDED.holder_boot_id, EXCLUDED.holder_pid)
@@ -123,6 +123,24 @@ class Lease:
                              " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
             self.epoch = None
 
+    def let_go(self, refused: str | None = None) -> None:
+        """Stop holding without ending the session (a resume that failed before its
+        supervisor ran): the lease lapses now, so the open turn stays claimable, or, with a
+        reason, is kept from every worker (`refused`, shown by `dh world status`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        epoch, self.epoch = self.epoch, None
+        if epoch is None:
+            return
+        try:
+            self.world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs =>"
+                             " ttl_s + 1), refused = %s WHERE session_id = %s AND epoch = %s"
+                             " RETURNING pg_notify('dh_leases', session_id)",
+                             [refused, self.session_id, epoch])
+        except WorldError:
+            pass  # the server is gone: the lease lapses on its own after its TTL
+
     def release_and_close(self) -> None:
         try:
             self.release()
@@ -154,6 +172,9 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
     try:
         added = None if _moved_here(local, found.id) else pull(remote, local, [found.id]).records
     except BaseException:
-        lease.release_and_close()
+        try:
+            lease.let_go()  # not ended by anyone: claimable again (issue 15)
+        finally:
+            remote.close()
         raise
     return found.id, added, getattr(remote, "shown", remote.name), lease

@@ -64,20 +64,22 @@ class Shipper:
     def _loop(self, local, link: "_Link") -> None:
         seen, failures, deadline = None, 0, None
         while not self.fenced:
-            # read before the version: what was committed before stop() is then always shipped
-            # (read after, a ship begun before the last commit ended the loop without it)
-            stopping = self._stop.is_set()
-            version = local.conn.execute("PRAGMA data_version").fetchone()[0]
+            version = _version(local)
             if version != seen or failures:
                 ok = self._ship_once(local, link)
                 failures = 0 if ok else failures + 1
                 seen = version if ok else seen
-            if stopping:
+            if self._stop.is_set():
                 deadline = deadline or time.monotonic() + FLUSH_FOR
-                if not failures or time.monotonic() > deadline:
+                # done once what was committed up to now is shipped: a commit made while the
+                # last batch travelled (the session's final state, seen missing after a long
+                # catch-up batch) goes in one more pass
+                if (not failures and _version(local) == seen) or time.monotonic() > deadline:
                     return
-            delay = BACKOFF[min(failures, len(BACKOFF)) - 1] if failures else POLL
-            self._stop.wait(min(delay, 0.2) if self._stop.is_set() else delay)
+                if failures:  # the stop event is set: wait() would not wait
+                    time.sleep(0.2)
+                continue
+            self._stop.wait(BACKOFF[min(failures, len(BACKOFF)) - 1] if failures else POLL)
 
     def _ship_once(self, local, link: "_Link") -> bool:
         epoch = self.epoch_of()
@@ -113,6 +115,10 @@ class Shipper:
         self._stop.set()
         self._thread.join(timeout=FLUSH_FOR + 5)
         return self.behind_since is None and not self.fenced
+
+
+def _version(local) -> int:
+    return local.conn.execute("PRAGMA data_version").fetchone()[0]
 
 
 class _Link:

@@ -40,6 +40,7 @@ class Claim:
     from_host: str
     from_epoch: int
     epoch: int
+    restore: bool = False  # its cwd is missing here: restored from its workspace snapshot first
 
 
 def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None) -> Claim | None:
@@ -203,3 +204,31 @@ def ship_now(local, lease, session_id: str) -> None:
         push(local, lease.world, [session_id])
     except WorldError:
         pass  # fenced, or the server is gone: the local log keeps it all
+
+
+def end_hold(local, lease, session_id: str, failure: BaseException | None, claimed: bool) -> None:
+    """The end of `dh resume --world`'s hold. A resume that ran (its supervisor decided how the
+    session ended), or one the user stopped, releases the lease. One that failed before its
+    supervisor started ended nothing: the session stays open. Claimed by a worker, the failure
+    is this session's on this machine (no harness, bad native state…) and would repeat on the
+    next claim, so the lease is refused with the reason (kept from every worker, shown by
+    `dh world status`, cleared by the next holder); a lost server, or a manual resume, lets the
+    lease lapse now, so the session is claimable again."""
+    from ..errors import WorldError
+
+    ship_now(local, lease, session_id)
+    try:
+        if failure is None or isinstance(failure, (KeyboardInterrupt, SessionLocked)):
+            lease.release()
+        elif claimed and not isinstance(failure, WorldError):
+            lease.let_go(refused=f"dh resume on {Holder.me().host} failed before the harness "
+                                 f"started: {_reason(failure)}")
+        else:
+            lease.let_go()
+    finally:
+        lease.world.close()
+
+
+def _reason(failure: BaseException) -> str:
+    text = str(failure).strip() or type(failure).__name__
+    return text.splitlines()[0][:300]

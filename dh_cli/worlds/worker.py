@@ -7,8 +7,11 @@ leases, releases) or until the next live lease would lapse, claims orphaned sess
 native state rebuilt under this machine's harness home, the cut step repaired), whose
 supervisor adopts the claimed lease and replicates live.
 
-A session is refused, with the reason written on its lease row, when its cwd does not exist
-here (or is not a folder this user owns: a world row must not choose where a harness runs).
+A session whose cwd does not exist here is resumed there once the session's last workspace
+snapshot (issue 16) is restored into it, by the child's `--cwd CWD --workspace restore`, before
+the harness is relaunched. It is refused, with the reason written on its lease row, when the
+world holds no snapshot of it, or when the cwd (or, for a missing one, the folder it would be
+created in) is not a folder this user owns: a world row must not choose where dh writes.
 
 Stopping (Ctrl-C, SIGTERM) hands the sessions back: each child gets SIGUSR1, stops its
 harness without marking the session ended, ships what it logged and lets its lease lapse at
@@ -34,6 +37,10 @@ from .live_world import HAND_BACK
 from .takeover import Claim, _execute, claim, steal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
+# An orphan left unclaimed after a claim (its row locked for a moment by a write's fence
+# check, so SKIP LOCKED passed it by) sends no NOTIFY later: look again this soon. Before
+# this, such an orphan waited for IDLE_WAIT (a takeover test saw no claim in 33 s).
+RETRY = 1.0
 
 
 @dataclass
@@ -114,18 +121,11 @@ class Worker:
     # claiming -------------------------------------------------------------------------------
     def _claim_all(self, world) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
-            got = claim(world, self.opts.ttl_s, self.opts.harnesses, self._refusal)
+            got = claim(world, self.opts.ttl_s, self.opts.harnesses,
+                        lambda candidate: refusal(world, candidate))
             if got is None:
                 return
             self._start(got)
-
-    def _refusal(self, candidate: Claim) -> str | None:
-        cwd = candidate.cwd
-        if not cwd or not os.path.isdir(cwd):
-            return f"its working directory {cwd} does not exist on this machine"
-        if Path(cwd).stat().st_uid != os.getuid():
-            return f"its working directory {cwd} is not this user's on this machine"
-        return None
 
     def _start(self, got: Claim) -> None:
         folder = dh_home() / "worker"
@@ -134,13 +134,18 @@ class Worker:
         argv = [sys.executable, "-m", "dh_cli", "resume", got.session_id, "--world", "postgres",
                 "--url", self.opts.url, "--lease-epoch", str(got.epoch),
                 "--lease-ttl", str(self.opts.ttl_s), *self.opts.extra_args]
-        child = subprocess.Popen(argv, cwd=got.cwd, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=log, start_new_session=True)
+        if got.restore:  # the child creates the cwd with the snapshot's files, then resumes
+            argv += ["--cwd", got.cwd, "--workspace", "restore"]
+        child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd,
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                 start_new_session=True)
         log.close()
         self.children[got.session_id] = (child, got)
         self.unadopted[got.session_id] = got.epoch
         self.opts.notice(f"dh worker: took over session {got.session_id} from {got.from_host} "
-                         f"(epoch {got.from_epoch} -> {got.epoch}); resuming it in {got.cwd}")
+                         f"(epoch {got.from_epoch} -> {got.epoch}); "
+                         + (f"restoring its workspace into {got.cwd}" if got.restore
+                            else f"resuming it in {got.cwd}"))
 
     def _keep_unadopted(self, world) -> None:
         """Renew the leases claimed for children that have not adopted them yet: a child
@@ -161,6 +166,8 @@ class Worker:
 
     def _sleep(self, world, wake_r: int) -> None:
         timeout = _next_lapse(world)
+        if len(self.children) < self.opts.max_sessions and orphan_left(world, self.opts.harnesses):
+            timeout = min(timeout, RETRY)
         if self.unadopted:
             timeout = min(timeout, self.opts.ttl_s / 3)
         ready, _, _ = select.select([world.conn.fileno(), wake_r], [], [], timeout)
@@ -196,6 +203,50 @@ class Worker:
                         " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
                         [sid, epoch, LEASE_CHANNEL])
         self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
+
+
+def refusal(world, candidate: Claim) -> str | None:
+    """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
+    then says whether its cwd is to be restored first)."""
+    cwd = candidate.cwd
+    if not cwd or not os.path.isabs(cwd) or os.path.normpath(cwd) != cwd:
+        return f"its working directory {cwd!r} is not a plain absolute path"
+    if os.path.isdir(cwd):
+        return _not_mine(cwd, "its working directory")
+    parent = _nearest_existing(cwd)
+    if not os.path.isdir(parent) or os.path.realpath(parent) != parent:
+        return f"its working directory {cwd} does not exist on this machine (nor a folder to create it in)"
+    if reason := _not_mine(parent, f"the folder {cwd} would be restored in,"):
+        return reason
+    from ..workspace.store import store_for
+
+    if not store_for(world).snapshots(candidate.session_id):
+        return (f"its working directory {cwd} does not exist on this machine, and the world holds "
+                "no workspace snapshot to restore it from")
+    candidate.restore = True
+    return None
+
+
+def _not_mine(path: str, what: str) -> str | None:
+    if Path(path).stat().st_uid != os.getuid():
+        return f"{what} {path} is not this user's on this machine"
+    return None
+
+
+def _nearest_existing(path: str) -> str:
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def orphan_left(world, harnesses: list[str] | None) -> bool:
+    from .takeover import OPEN_STATES, _EXPIRED
+
+    return bool(world._rows(
+        f"SELECT 1 FROM dh.leases l JOIN dh.sessions s ON s.id = l.session_id WHERE {_EXPIRED}"
+        " AND l.released_at IS NULL AND l.refused IS NULL AND s.state = ANY(%s)"
+        " AND (%s::text[] IS NULL OR s.harness = ANY(%s)) LIMIT 1",
+        [list(OPEN_STATES), harnesses, harnesses]))
 
 
 def _next_lapse(world) -> float:

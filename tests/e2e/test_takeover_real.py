@@ -1,0 +1,266 @@
+"""Takeover by another machine (issue 15) and its workspace (issue 16), over the REAL harness
+CLIs headless (Claude Code and Pi; pinned and newest releases) and a real PostgreSQL.
+
+"Machine A" and "machine B" are two DH_HOMEs and two sets of harness homes on this host, both
+pointed at one FakeModelServer. A runs `dh run … --world postgres`; B runs `dh worker --world
+postgres`. A's dh and its harness's process group are SIGKILLed while a model reply is
+stalled (once what the test relies on is logged and in the world: Claude Code can send the
+next request before it writes the rows of the step before it). Then:
+- B claims the session within TTL + 3 s and the turn completes on B; every completed reply
+  was requested exactly once, every tool step ran once;
+- A's `dh resume S` (no --world: its configured world is postgres) refuses, naming B;
+- the world holds every record either machine wrote, and `dh log rebuild` from the world
+  gives the native bytes B has;
+- with A's checkout and harness home deleted (Claude Code), B's worker restores the files of
+  the last completed step from the world's workspace snapshot before it relaunches, and the
+  model's next requests show what those files hold."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.model_server import FakeModelServer, tool_results
+from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
+from tests.pg import pg_url  # noqa: F401  (fixture)
+from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
+
+from .conftest import UNSET, real_env, write_real_configs
+from .test_real_harnesses import RUN_TIMEOUT, launched_pid, logged
+from .test_workspace_e2e import SCRIPT as FILES_SCRIPT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.usefixtures("nothing_left")]
+
+TTL = 5  # seconds: short for the test, long enough for renewals on a loaded machine
+R = SCRIPT["replies"]
+# reply #1 stalls on A (the kill lands then); reply #2 is slow once, so that B still holds
+# the session while A's resume is refused
+TAKEOVER_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=120, delay_times=1),
+                               dict(R[2], delay_s=8, delay_times=1), *R[3:]]}
+
+
+def machine(tmp: Path, server: FakeModelServer, installed) -> Rig:
+    tmp.mkdir()
+    rig = Rig(tmp, server, bin_dir=tmp / "bin", extra_env=real_env(installed, tmp))
+    for name in UNSET:
+        rig.env.pop(name, None)
+    write_real_configs(rig, installed)
+    return rig
+
+
+def background(rig: Rig, *args: str, cwd: Path | None = None) -> subprocess.Popen:
+    """dh in its own process group (a machine of its own); stderr in rig.tmp/<verb>.err."""
+    with open(rig.tmp / f"{args[0]}.err", "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "dh_cli", *args], cwd=cwd or rig.proj,
+                                env=rig.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, start_new_session=True)
+
+
+def err_of(rig: Rig, verb: str) -> str:
+    return (rig.tmp / f"{verb}.err").read_text(errors="replace")
+
+
+def wait(predicate, timeout: float, what: str, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def remote(url: str):
+    from dh_cli.worlds.postgres import PostgresWorld
+
+    return PostgresWorld(url)
+
+
+def world_raw(url: str, sid: str) -> dict[str, list[bytes]]:
+    world = remote(url)
+    try:
+        return {s.relpath: [r.raw for r in world.read_records(sid, s.relpath)]
+                for s in world.sources(sid)}
+    finally:
+        world.close()
+
+
+def local_raw(rig: Rig, sid: str) -> dict[str, list[bytes]]:
+    world = rig.world()
+    try:
+        return {s.relpath: [r.raw for r in world.records(sid, s.id)] for s in world.sources(sid)}
+    finally:
+        world.close()
+
+
+def the_session(rig: Rig) -> str:
+    return wait(lambda: [s["id"] for s in rig.world().list_sessions()], 60, "A's session")[0]
+
+
+def in_the_world(rig: Rig, url: str, sid: str) -> None:
+    """Until the world holds every record A's log holds (what A never committed is not the
+    world's to keep)."""
+    wait(lambda: (mine := local_raw(rig, sid)) and world_raw(url, sid) == mine, 60,
+         "A's records in the world")
+
+
+def kill_machine(rig: Rig, dh: subprocess.Popen) -> float:
+    harness = launched_pid(rig)
+    for pid in (dh.pid, harness):
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    dh.wait(timeout=30)
+    return time.monotonic()
+
+
+def epoch_of(url: str, sid: str) -> int | None:
+    world = remote(url)
+    try:
+        rows = world._rows("SELECT epoch FROM dh.leases WHERE session_id = %s", [sid])
+        return rows[0][0] if rows else None
+    finally:
+        world.close()
+
+
+def state_in_world(url: str, sid: str) -> str | None:
+    world = remote(url)
+    try:
+        return world.get_session(sid).state
+    finally:
+        world.close()
+
+
+def stop_worker(rig: Rig, worker: subprocess.Popen) -> str:
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=90) == 0, err_of(rig, "worker")
+    return err_of(rig, "worker")
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "pi"])
+def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed, pg_url, harness):
+    server = FakeModelServer(TAKEOVER_SCRIPT).start()
+    try:
+        a, b = machine(tmp_path / "A", server, installed), machine(tmp_path / "B", server, installed)
+        worker = background(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
+        run = background(a, "run", harness, "--world", "postgres", "--url", pg_url, "--lease-ttl",
+                         str(TTL), "--", *HEADLESS_ARGS[harness]("Create the files."))
+        server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+        # the step before the stalled call must be logged (Claude Code may ask first, write later)
+        wait(lambda: logged(a, "tool_result") >= 1, 60, "reply #0's tool result in A's log")
+        sid = the_session(a)
+        in_the_world(a, pg_url, sid)
+        written_by_a = local_raw(a, sid)
+        killed = kill_machine(a, run)
+        asked = len(server.main_requests())
+
+        wait(lambda: epoch_of(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {err_of(b, 'worker')}")
+        claimed = time.monotonic() - killed
+        assert claimed <= TTL + 3, f"B claimed the session {claimed:.1f} s after the kill"
+        wait(lambda: len(server.main_requests()) > asked, RUN_TIMEOUT, "B's first model request")
+        first_request = time.monotonic() - killed
+        print(f"{harness}: claimed {claimed:.1f} s, first model request on B {first_request:.1f} s "
+              f"after the kill (TTL {TTL} s)")
+
+        # A restarted while B holds the session: refused, naming the holder, nothing written
+        a.env.update(DH_WORLD="postgres", DH_POSTGRES_URL=pg_url)
+        refused = a.dh("resume", sid)
+        assert refused.returncode == 4, refused.stderr.decode()
+        assert b"held in the world by dh on" in refused.stderr, refused.stderr.decode()
+
+        wait(lambda: state_in_world(pg_url, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
+        shown = stop_worker(b, worker)
+    finally:
+        server.stop()
+    assert f"took over session {sid} from" in shown, shown
+    assert server.rebilled() == 0, server.completed_counts()
+    assert server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}, server.completed_counts()
+    assert (a.proj / "steps.log").read_text() == "step0\n"  # the tool step ran once
+    assert (a.proj / "a.txt").read_text() == "alpha\n"
+    in_world, on_b = world_raw(pg_url, sid), local_raw(b, sid)
+    assert in_world == on_b  # everything B wrote (and pulled) is in the world
+    for relpath, raws in written_by_a.items():  # and everything A wrote
+        assert set(raws) <= {r for rs in in_world.values() for r in rs}, relpath
+    assert any(b"All done." in r for rs in in_world.values() for r in rs)
+    check_rebuild_from_the_world(tmp_path, server, installed, pg_url, b, sid)
+
+
+def check_rebuild_from_the_world(tmp_path, server, installed, url: str, b: Rig, sid: str) -> None:
+    """A third home pulls the session and rebuilds it: the bytes of B's native file."""
+    native = Path(b.world().get_session(sid).native_path)
+    c = machine(tmp_path / "C", server, installed)
+    pulled = c.dh("world", "pull", "postgres", "--url", url, timeout=120)
+    assert pulled.returncode == 0, pulled.stderr.decode()
+    out = tmp_path / "rebuilt"
+    rebuilt = c.dh("log", "rebuild", sid, "--to", str(out), timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr.decode()
+    (copy,) = [p for p in out.rglob(native.name)]
+    assert copy.read_bytes() == native.read_bytes()
+
+
+def snapshot_step(url: str, sid: str) -> str | None:
+    from dh_cli.workspace.restore import pick
+
+    world = remote(url)
+    try:
+        snap = pick(world, sid)
+        return snap.step if snap else None
+    finally:
+        world.close()
+
+
+@pytest.mark.harnesses("claude-code")
+def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, pg_url):
+    """Issue 16 through `dh worker`: files written and edited over several tool calls on A;
+    A dies while a later call stalls and its checkout and harness home are deleted; B's
+    worker restores the checkout from the world's snapshot of the last completed step, byte
+    for byte, and the turn completes; the model's next requests see the restored files."""
+    server = FakeModelServer(FILES_SCRIPT).start()
+    try:
+        a, b = machine(tmp_path / "A", server, installed), machine(tmp_path / "B", server, installed)
+        run = background(a, "run", "claude-code", "--world", "postgres", "--url", pg_url,
+                         "--lease-ttl", str(TTL), "--", *HEADLESS_ARGS["claude-code"]("Make the notes."))
+        server.wait_for(lambda log: any(e.get("reply_index") == 3 for e in log), timeout=RUN_TIMEOUT)
+        # the third tool result logged (Claude Code writes in batches), and the snapshot after
+        # it (the second write) in the world: the last completed step
+        wait(lambda: logged(a, "tool_result") >= 3, 60, "three tool results in A's log")
+        sid = the_session(a)
+        wait(lambda: snapshot_step(pg_url, sid) == "toolu_002", 60, "the last step's snapshot in the world")
+        in_the_world(a, pg_url, sid)
+        expected = {p: (a.proj / p).read_bytes() for p in ("notes/a.txt", "data/b.txt")}
+        assert expected["notes/a.txt"] == b"alpha, edited\n"
+        kill_machine(a, run)
+        shutil.rmtree(a.proj)  # the machine is lost: its checkout and its harness home
+        shutil.rmtree(a.tmp / ".claude")
+        asked = len(server.main_requests())
+
+        worker = background(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL), cwd=b.proj)
+        wait(lambda: state_in_world(pg_url, sid) == "finished", RUN_TIMEOUT,
+             f"the turn to finish on B; worker: {err_of(b, 'worker')}")
+        shown = stop_worker(b, worker)
+    finally:
+        server.stop()
+    assert f"restoring its workspace into {a.proj}" in shown, shown
+    assert {p: (a.proj / p).read_bytes() for p in expected} == expected  # byte for byte
+    assert not (a.proj / ".env").exists() and not (a.proj / "big.dat").exists()  # never stored
+    requests = server.main_requests()[asked:]
+    assert len(requests) == 3, len(requests)  # the read of notes/a.txt, data/b.txt, the answer
+    results = [tool_results(r["api"], r["body"]) for r in requests]
+    assert results[1][-1][1].strip() == "alpha, edited"  # `cat notes/a.txt` on B: the edit
+    assert results[2][-1][1].strip() == "one"  # `cat data/b.txt` found the restored file
+    assert server.rebilled() == 0, server.completed_counts()
+    world = remote(pg_url)
+    try:
+        restored = [e.details for e in world.events(sid) if e.type == "workspace"]
+        assert restored and set(restored[0]["restored"]["written"]) == set(expected), restored
+        assert any(b"All done." in r.raw for s in world.sources(sid)
+                   for r in world.read_records(sid, s.relpath))
+    finally:
+        world.close()
