@@ -60,6 +60,7 @@ class Supervisor:
         self.wake_fd: int | None = None
         self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
         self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
+        self.attempt_note: str | None = None  # the wrapper's line for the user at the relaunch
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -286,9 +287,15 @@ class Supervisor:
                                   [t for t in attempt.tools])
         session = self.session = self.world.get_session(self.session.id)
         if not prepared.has_state or not session.harness_session_id and not session.native_path:
-            self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet"},
+            plan = None if self.opts.headless else self.wrapper.restart_unstarted(
+                self.opts.args, session.harness_session_id, session.native_path)
+            self._event("resume_plan", {"mode": "relaunch", "why": "no native state yet",
+                                        "argv": plan.argv if plan else self.opts.args},
                         attempt.number + 1, "outcome")
-            return self.opts.args, 0
+            if plan is None:
+                return self.opts.args, 0
+            self._apply(plan)
+            return plan.argv, 0
         if self.opts.headless:
             argv = self.wrapper.resume_args(self.opts.args, session.harness_session_id,
                                             session.native_path,
@@ -309,8 +316,12 @@ class Supervisor:
         records = current_turn(self.world, session, self.world.sources(session.id)[0])
         plan = self.wrapper.interactive_resume(self.opts.args, session.harness_session_id,
                                                session.native_path, prompt, records)
-        self.attempt_env, self.attempt_typed = plan.env, (plan.typed, plan.ready)
+        self._apply(plan)
         return plan.argv, plan.continues
+
+    def _apply(self, plan) -> None:  # the wrapper's Relaunch, for the next attempt
+        self.attempt_env, self.attempt_typed = plan.env, (plan.typed, plan.ready)
+        self.attempt_note = plan.note
 
     def _continue_prompt(self, unlogged: list[dict]) -> str:
         """The continuation prompt, with a word on each tool command that ran without a call
@@ -329,6 +340,9 @@ class Supervisor:
             how = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {attempt.rc}"
         self.opts.notice(f"dh: {self.wrapper.name} {how}; resuming session {self.session.id} "
                          f"(attempt {attempt.number + 1}, {kept} finished call(s) kept)")
+        if self.attempt_note:
+            self.opts.notice(f"dh: {self.attempt_note}")
+            self.attempt_note = None
 
     def _sleep(self, delay: float) -> bool:
         """Back off; True when the user stopped dh meanwhile."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from pathlib import Path
 
@@ -30,6 +29,8 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch
                    regular_file, text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
+from .claude_prompts import (LOST, RESENT, clear_startup_only, latest_ms, project_slug,  # noqa: F401
+                             unsent_prompt)
 from .identity import modified_since
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
@@ -52,11 +53,6 @@ RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
 SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
 MAX_SLUG = 200
 SESSION_FIELDS = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch")
-
-
-def project_slug(cwd: str) -> str:
-    """Claude's folder name for a cwd: every character outside [A-Za-z0-9] becomes '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
 def first_cwd(path: Path, max_lines: int = 50) -> str | None:
@@ -270,14 +266,43 @@ class ClaudeWrapper(Wrapper):
         row cut short is not an interrupted turn to Claude; there the prompt goes in argv.
         The variable is unset whenever dh does not want it, so a user's own export of it
         cannot continue a turn a second time."""
+        if not self._holds_conversation(records):
+            return self.restart_unstarted(original, native_id, native_path) or \
+                Relaunch(list(original), dict(OFF))
         argv = self.resume_args(original, native_id, native_path, None, False)
-        off = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+        off = dict(OFF)
         if not prompt:
+            typed = unsent_prompt(native_id, native_path, latest_ms(records))
+            if typed:  # typed after the last turn, cut before it reached the transcript
+                return Relaunch([*argv, *prompt_tail(typed)], off, "prompt", note=RESENT)
             return Relaunch(argv, off)
         if self._ends_in_user_row(records):
             return Relaunch(argv, {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1",
                                    "CLAUDE_CODE_RESUME_PROMPT": prompt}, "harness")
         return Relaunch([*argv, *prompt_tail(prompt)], off, "prompt")
+
+    def restart_unstarted(self, original: list[str], native_id: str | None,
+                          native_path: str | None) -> Relaunch | None:
+        """Killed before its transcript held the prompt. Seen with the real TUIs: 2.1.197
+        sends the model request ~0.4 s after Enter and writes its first rows (prompt
+        included) only after it, so a kill then leaves no transcript at all; 2.1.332 writes
+        `mode`, `permission-mode` and `atis-latch` rows at start, then the same late prompt
+        row, so a kill leaves a transcript that `--resume` refuses ("No conversation found")
+        and that makes `--session-id` refuse the id as in use. The model request was cut
+        (never answered, so never paid). What the user typed is in `history.jsonl`, written
+        before the request. So dh removes the start-up-only transcript (its rows are in the
+        log), starts the same session id afresh with the original flags and the typed
+        prompt, and says so; with no prompt found, it says that one is lost."""
+        if not native_id or not native_path or not clear_startup_only(Path(native_path)):
+            return None
+        _, words = self._split(original)
+        typed = None if words else unsent_prompt(native_id, native_path, 0)
+        note = RESENT if typed else None if words else LOST
+        return Relaunch([*original, *prompt_tail(typed)], dict(OFF),
+                        "prompt" if typed or words else "none", note=note)
+
+    def _holds_conversation(self, records: list[Record]) -> bool:
+        return any(self.parse(r.raw).kind in CONVERSATION_KINDS for r in records)
 
     def _ends_in_user_row(self, records: list[Record]) -> bool:
         rows = [p for p in self.conversation(records) if p.kind in ("user", "tool_result", "assistant",
@@ -308,6 +333,10 @@ class ClaudeWrapper(Wrapper):
             "sourceToolAssistantUUID": source["uuid"]})
         row.update({k: source[k] for k in SESSION_FIELDS if k in source})
         return row
+
+
+OFF = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+CONVERSATION_KINDS = {"user", "assistant", "tool_call", "tool_result", "compaction"}
 
 
 def _blocks(row: dict) -> list[dict]:
