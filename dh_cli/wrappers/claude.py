@@ -283,16 +283,18 @@ class ClaudeWrapper(Wrapper):
 
     def restart_unstarted(self, original: list[str], native_id: str | None,
                           native_path: str | None) -> Relaunch | None:
-        """Killed before its transcript held the prompt. Seen with the real TUIs: 2.1.197
-        sends the model request ~0.4 s after Enter and writes its first rows (prompt
-        included) only after it, so a kill then leaves no transcript at all; 2.1.332 writes
-        `mode`, `permission-mode` and `atis-latch` rows at start, then the same late prompt
-        row, so a kill leaves a transcript that `--resume` refuses ("No conversation found")
-        and that makes `--session-id` refuse the id as in use. The model request was cut
-        (never answered, so never paid). What the user typed is in `history.jsonl`, written
-        before the request. So dh removes the start-up-only transcript (its rows are in the
-        log), starts the same session id afresh with the original flags and the typed
-        prompt, and says so; with no prompt found, it says that one is lost."""
+        """Killed before its transcript held the prompt. Seen with the real TUIs (2.1.197
+        and 2.1.332, polled every 5 ms after Enter): the model request goes out and the
+        prompt goes into `history.jsonl` within a few ms of each other (either first), then
+        the transcript gets its start-up rows (`mode`, `permission-mode`, `atis-latch` or a
+        `file-history-snapshot`), and the prompt row only ~0.1 s later (about a second
+        under load). Killed in between, there is no transcript or one `--resume` refuses
+        ("No conversation found with session ID") and that makes `--session-id` refuse the
+        id ("Session ID … is already in use"). The cut request was never answered, so
+        never paid. So dh removes the start-up-only transcript (its rows are in the log),
+        starts the same session id afresh with the original flags and the prompt from the
+        history, and says so in one line; with no such line (killed before Claude wrote
+        it) the line says the prompt is lost."""
         if not native_id or not native_path or not clear_startup_only(Path(native_path)):
             return None
         _, words = self._split(original)
