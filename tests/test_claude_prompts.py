@@ -94,3 +94,12 @@ def test_history_lines_of_other_projects_pasted_text_and_flags(tmp_path):
     (transcript.parents[2] / "history.jsonl").write_bytes(lines([typed(cwd, "--help me")]))
     plan = get("claude-code").restart_unstarted(ARGS, SID, str(transcript))
     assert plan.argv == [*ARGS, "--", "--help me"]  # a prompt is never read as a flag
+
+
+def test_commands_in_the_history_are_never_sent_again(tmp_path):
+    cwd = tmp_path / "proj"
+    _, transcript = setup(tmp_path, None, [typed(cwd, "!echo once >> effect.log"),
+                                           typed(cwd, "/model"), typed(cwd, "# remember")])
+    assert unsent_prompt(SID, str(transcript), 0) is None
+    plan = get("claude-code").restart_unstarted(ARGS, SID, str(transcript))
+    assert plan.argv == ARGS and plan.note == LOST

@@ -19,6 +19,9 @@ def project_slug(cwd: str) -> str:
 
 
 HISTORY = "history.jsonl"  # the TUI's prompt history: {display, pastedContents, timestamp, project, sessionId}
+# lines that were not messages to the model: a slash command (`/model`, `/exit`), a `!` shell
+# command the TUI ran itself (sent again, it would run twice), a `#` memory note
+NOT_PROMPTS = ("/", "!", "#")
 HISTORY_TAIL = 1 << 20  # the newest MiB of it is read: the prompt looked for is minutes old
 RESENT = ("the prompt typed before the kill had not reached claude-code's transcript; "
           "dh sends it again (from claude-code's prompt history)")
@@ -51,7 +54,7 @@ def clear_startup_only(path: Path) -> bool:
 def unsent_prompt(native_id: str, native_path: str | None, after_ms: float) -> str | None:
     """The prompts typed in this session (its id, its project folder) after `after_ms`,
     from Claude's history.jsonl in the transcript's home; None when there is none, or one
-    holds pasted content (its text is not in the row)."""
+    holds pasted content (its text is not in the row). Commands are left out."""
     if not native_path:
         return None
     transcript = Path(native_path)
@@ -61,6 +64,7 @@ def unsent_prompt(native_id: str, native_path: str | None, after_ms: float) -> s
             and isinstance(r.get("timestamp"), (int, float)) and r["timestamp"] > after_ms]
     if not rows or any(r.get("pastedContents") for r in rows):
         return None
+    rows = [r for r in rows if not r["display"].lstrip().startswith(NOT_PROMPTS)]
     return "\n\n".join(r["display"] for r in rows) or None
 
 
