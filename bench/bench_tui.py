@@ -46,7 +46,7 @@ from tests.e2e.tui import COLS, ROWS, Tui, seed_claude_tui, trust_codex_project 
 from tests.rig import SCRIPT  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
 
-RUNS = 5
+RUNS = int(os.environ.get("DH_BENCH_RUNS", "5"))  # 5 for the figures; fewer for a quick check
 R = SCRIPT["replies"]
 STALLED = {"replies": [R[0], dict(R[1], delay_s=600, delay_times=1000), *R[2:]]}
 
