@@ -20,8 +20,10 @@ submitted (no app-server process while it waits at its editor), and it draws its
 before that, so neither side's time to the mark includes a daemon start, and no daemon is
 left running before a start (checked: a left daemon would make it a warm start, and the
 bench says so). Both sides wait for the killed daemon to be gone (dh must: a live one takes
-the resumed TUI's turn): under load the killed TUI and daemon took 55 + 40 ms to exit (a
-dh profile at load 31), which is the kernel's, not dh's, and is on both sides.
+the resumed TUI's turn). The baseline kills TUI and daemon at once (18-21 ms until both were
+gone, load 20-97); dh learns of the TUI's death first and only then kills the daemon, so its
+two waits are in series (a dh profile at load 31: 55 ms from the kill to dh's wake-up on the
+TUI's exit, 40 ms more for the daemon; at load 2: 9 + 6 ms).
 
 Run: python bench/bench_tui.py [--set pinned|newest] [claude-code|codex|opencode|pi ...]
 (both version sets when --set is not given; a harness whose newest release is its pinned
