@@ -5,16 +5,34 @@ For each harness (the real TUIs of tests/e2e, offline against the fake model), 5
 fresh session: dh runs the TUI in a pty rendered by pyte, the prompt is typed, the model's
 second reply stalls, the harness's process group is SIGKILLed, and the time is taken until
 dh's notice is on screen and the relaunched TUI shows its ready mark again (the screen was
-cleared at the notice, so the mark is the new frame's). Baseline, same run, same session:
-the harness's own start with the same resume argv dh used, run directly in a pty (no dh), 5
-times, to the same mark. Goal: dh adds <= 10 % to the harness's own start.
+cleared at the notice, so the mark is the new frame's). Baseline, same run, same session,
+right after each relaunch: the harness's own restart from the same kill, with no dh. The
+harness runs directly in a pty with the very argv and environment the relaunched harness got
+(read from its /proc/<pid>/environ, so a variable the wrapper set for the attempt, e.g.
+Claude Code's CLAUDE_CODE_RESUME_INTERRUPTED_TURN, is on both sides), goes on with the turn
+to the stalled reply, is SIGKILLed with all its processes, and the time is the wait until
+they are gone plus its start to the same mark (own_restart). Goal: dh adds <= 10 % to the
+harness's own restart.
 
-Run: python bench/bench_tui.py [claude-code|codex|opencode|pi ...]"""
+Codex 0.171's TUI runs its agent in an app-server daemon (CodexWrapper.harness_part). The two
+sides are alike there, measured, not assumed: the TUI starts its daemon only once a prompt is
+submitted (no app-server process while it waits at its editor), and it draws its editor
+before that, so neither side's time to the mark includes a daemon start, and no daemon is
+left running before a start (checked: a left daemon would make it a warm start, and the
+bench says so). Both sides wait for the killed daemon to be gone (dh must: a live one takes
+the resumed TUI's turn). The baseline kills TUI and daemon at once (18-21 ms until both were
+gone, load 20-97); dh learns of the TUI's death first and only then kills the daemon, so its
+two waits are in series (a dh profile at load 31: 55 ms from the kill to dh's wake-up on the
+TUI's exit, 40 ms more for the daemon; at load 2: 9 + 6 ms).
+
+Run: python bench/bench_tui.py [--set pinned|newest] [claude-code|codex|opencode|pi ...]
+(both version sets when --set is not given; a harness whose newest release is its pinned
+one runs in the pinned set only). DH_BENCH_VERBOSE=1 prints each relaunch's event times."""
 
 from __future__ import annotations
 
-import json
 import os
+import select
 import shutil
 import signal
 import statistics
@@ -34,7 +52,7 @@ from tests.e2e.tui import COLS, ROWS, Tui, seed_claude_tui, trust_codex_project 
 from tests.rig import SCRIPT  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
 
-RUNS = 5
+RUNS = int(os.environ.get("DH_BENCH_RUNS", "5"))  # 5 for the figures; fewer for a quick check
 R = SCRIPT["replies"]
 STALLED = {"replies": [R[0], dict(R[1], delay_s=600, delay_times=1000), *R[2:]]}
 
@@ -54,6 +72,27 @@ def last_launch(rig) -> tuple[int, list[str]]:
     return pid, [e for e in events if e.type == "launch"][-1].details["argv"]
 
 
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment a running process was started with."""
+    data = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def daemons(rig) -> list[int]:
+    """Processes of the rig still alive (a Codex app-server daemon, say), by their home."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if str(rig.tmp) in " ".join(proc.info["cmdline"] or []):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 def cut_turn(rig, harness: str, tui: Tui) -> None:
     ready = TUI[harness][1]
     tui.until(lambda: tui.on_screen(ready), what="the editor")
@@ -68,7 +107,9 @@ def cut_turn(rig, harness: str, tui: Tui) -> None:
 RESUMED_READY = {"opencode": "ctrl+p commands"}
 
 
-def kill_to_ready(rig, harness: str, tui: Tui) -> float:
+def kill_to_ready(rig, harness: str, tui: Tui) -> tuple[float, dict[str, str]]:
+    """Seconds from the SIGKILL to the relaunched TUI's ready mark, and the relaunched
+    harness's environment."""
     ready = RESUMED_READY.get(harness, TUI[harness][1])
     pid, _ = last_launch(rig)
     tui.at_notice = None
@@ -78,12 +119,13 @@ def kill_to_ready(rig, harness: str, tui: Tui) -> float:
     tui.until(lambda: tui.at_notice is not None, what="dh's notice")
     tui.until(lambda: tui.on_screen(ready), what="the relaunched editor")
     took = time.monotonic() - start
+    env = environ_of(last_launch(rig)[0])
     if os.environ.get("DH_BENCH_VERBOSE"):
         wall = time.time() - took
         marks = [(e.type, round(e_at(e) - wall, 2)) for e in world_events(rig)[-8:]]
         print(f"  {took:.2f} s: {marks}", flush=True)
     tui.idle(1.0)
-    return took
+    return took, env
 
 
 def e_at(event) -> float:
@@ -95,7 +137,7 @@ def e_at(event) -> float:
 class Direct(Tui):
     """The harness alone in a pty (no dh), with the argv dh last launched."""
 
-    def __init__(self, rig, argv: list[str]):
+    def __init__(self, rig, argv: list[str], env: dict[str, str]):
         import pexpect
         import pyte
 
@@ -105,20 +147,58 @@ class Direct(Tui):
         self.screen = AnsweringScreen(COLS, ROWS, lambda data: self.child.send(data))
         self.stream = pyte.ByteStream(self.screen)
         self.raw, self.at_notice = bytearray(), None
-        self.child = pexpect.spawn(argv[0], argv[1:], cwd=str(rig.proj), env=rig.env, timeout=60,
+        self.child = pexpect.spawn(argv[0], argv[1:], cwd=str(rig.proj), env=env, timeout=60,
                                    dimensions=(ROWS, COLS))
 
 
-def own_start(rig, harness: str, argv: list[str]) -> float:
+def own_start(rig, harness: str, argv: list[str], env: dict[str, str]) -> float:
+    """The harness alone, started as dh relaunched it, to the same ready mark."""
+    deadline = time.monotonic() + 5  # what tui.close() killed may take a moment to go
+    while (left := daemons(rig)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if left:
+        print(f"  warning: {len(left)} process(es) of the session still alive before the "
+              f"harness's own start: it is a warm start", flush=True)
     start = time.monotonic()
-    tui = Direct(rig, argv)
+    tui = Direct(rig, argv, env)
     try:
         mark = RESUMED_READY.get(harness, TUI[harness][1])
         tui.until(lambda: tui.on_screen(mark), what="the harness's editor")
         return time.monotonic() - start
     finally:
         os.killpg(tui.child.pid, signal.SIGKILL)
+        tui.close()  # also ends what the start left (by the rig's home)
+
+
+def own_restart(rig, harness: str, argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """The harness's own restart from the same kill, with no dh: started as dh relaunched
+    it, it carries the turn on (the continuation in argv) until the stalled reply, as under
+    dh; then its process group and every process of its home (Codex's app-server daemon)
+    are SIGKILLed at once, and the time is taken until all of them have exited, then the
+    start as in own_start. Returns (teardown, start). Under dh the same teardown is inside
+    the kill -> ready time: dh must see the harness gone, and Codex's daemon too (a live
+    one takes the resumed TUI's turn), before it relaunches."""
+    tui = Direct(rig, argv, env)
+    try:
+        mark = RESUMED_READY.get(harness, TUI[harness][1])
+        tui.until(lambda: tui.on_screen(mark), what="the harness's editor")
+        tui.idle(1.5)  # its turn goes on: Codex starts its daemon at the submit
+        pids = [tui.child.pid, *daemons(rig)]
+        fds = [os.pidfd_open(pid) for pid in pids]
+        start = time.monotonic()
+        os.killpg(tui.child.pid, signal.SIGKILL)
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGKILL)
+        waiting = list(fds)
+        while waiting:
+            done, _, _ = select.select(waiting, [], [], 10)
+            waiting = [fd for fd in waiting if fd not in done]
+        teardown = time.monotonic() - start
+        for fd in fds:
+            os.close(fd)
+    finally:
         tui.close()
+    return teardown, own_start(rig, harness, argv, env)
 
 
 def new_rig(harness: str, installed, tmp: Path):
@@ -131,41 +211,59 @@ def new_rig(harness: str, installed, tmp: Path):
     return rig
 
 
-def one_relaunch(harness: str, installed, tmp: Path):
+def one_relaunch(harness: str, installed, tmp: Path) -> tuple[float, float, float]:
     """A fresh session each time: a second kill within a minute would meet the restart
-    policy's backoff (1 s, 2 s, 4 s ...), which is not start-up time."""
+    policy's backoff (1 s, 2 s, 4 s ...), which is not start-up time. Then, on the same
+    session, the harness's own start as dh relaunched it: the two sides alternate, so a
+    change in the machine's load falls on both."""
     rig = new_rig(harness, installed, tmp)
     tui = Tui(rig, harness, TUI[harness][0])
     try:
         cut_turn(rig, harness, tui)
-        took = kill_to_ready(rig, harness, tui)
-        return took, rig, last_launch(rig)[1]
+        took, env = kill_to_ready(rig, harness, tui)
+        argv = last_launch(rig)[1]
     finally:
         tui.close()
+    try:
+        return (took, *own_restart(rig, harness, argv, env))
+    finally:
+        rig.server.stop()
 
 
 def bench(harness: str, installed) -> None:
     base = Path(tempfile.mkdtemp(prefix=f"dh-bench-tui-{harness}-"))
-    relaunch, rigs = [], []
-    for run in range(RUNS):
-        took, rig, argv = one_relaunch(harness, installed, base / str(run))
-        relaunch.append(took)
-        rigs.append(rig)
-    own = [own_start(rigs[-1], harness, argv) for _ in range(RUNS)]
-    for rig in rigs:
-        rig.server.stop()
+    runs = [one_relaunch(harness, installed, base / str(run)) for run in range(RUNS)]
+    relaunch = [r[0] for r in runs]
+    own = [teardown + start for _, teardown, start in runs]  # kill -> ready, no dh
     dh_med, own_med = statistics.median(relaunch), statistics.median(own)
-    print(f"{harness:12s} kill -> UI ready under dh: median {dh_med:5.2f} s "
-          f"({', '.join(f'{t:.2f}' for t in relaunch)}); the harness's own start with the same "
-          f"argv: median {own_med:5.2f} s; dh adds {100 * (dh_med - own_med) / own_med:+.0f} % "
-          f"(goal <= +10 %)", flush=True)
+    paired = statistics.median(r[0] - o for r, o in zip(runs, own))
+    version = installed.versions()[harness]
+    print(f"{harness} {version} ({installed.version_set}): kill -> UI ready under dh: median "
+          f"{dh_med:5.2f} s ({series(relaunch)}); the harness's own restart from the same "
+          f"kill: median {own_med:5.2f} s ({series(own)}) = its processes gone (median "
+          f"{statistics.median(r[1] for r in runs) * 1000:.0f} ms) + its start with dh's argv "
+          f"and environment (median {statistics.median(r[2] for r in runs):.2f} s); dh adds "
+          f"{100 * (dh_med - own_med) / own_med:+.0f} % (goal <= +10 %; median of the paired "
+          f"differences {1000 * paired:+.0f} ms = {100 * paired / own_med:+.0f} %); load "
+          f"average {os.getloadavg()[0]:.1f}", flush=True)
     shutil.rmtree(base, ignore_errors=True)
 
 
-def main(names: list[str]) -> None:
-    installed = install.ensure(log=lambda msg: None)
-    for harness in names or list(TUI):
-        bench(harness, installed)
+def series(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def main(argv: list[str]) -> None:
+    sets = list(install.VERSION_SETS)
+    if argv[:1] == ["--set"]:
+        sets, argv = [argv[1]], argv[2:]
+    for version_set in sets:
+        installed = install.ensure(log=lambda msg: None, version_set=version_set)
+        for harness in argv or list(TUI):
+            newest_is_pinned = install.NEWEST[harness] == install.PACKAGES[harness]
+            if version_set == "newest" and newest_is_pinned and len(sets) > 1:
+                continue  # measured in the pinned set: the same release
+            bench(harness, installed)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ class RelaunchPlan:
     continues: str = ""  # how a cut turn goes on (see Wrapper.interactive_resume)
     kept: int = 0  # finished calls the resumed harness sees
     repairs: tuple = ()
+    note: str | None = None  # the wrapper's one line for the user, under dh's relaunch notice
 
 
 def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, opts: RunOptions,
@@ -52,13 +53,26 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
         return RelaunchPlan("skip", session, kept=prepared.finished_calls)
     if not prepared.has_state or not session.harness_session_id and not session.native_path:
-        _write(world, session, events.resume_plan("relaunch", why="no native state yet"), attempt)
-        return RelaunchPlan("relaunch", session, tuple(spec.args))
+        plan = _relaunch(wrapper, session, spec)
+        _write(world, session, events.resume_plan("relaunch", why="no native state yet",
+                                                  argv=launch.redact_args(list(plan.argv))), attempt)
+        return plan
     plan = _resume(world, wrapper, session, spec, opts, prepared, prompt)
     _write(world, session, events.resume_plan(
         "resume", argv=launch.redact_args(list(plan.argv)), repairs=prepared.repairs,
         rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues, by=by), attempt)
     return plan
+
+
+def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchPlan:
+    """No conversation in the native state yet: the original command, or for a TUI killed
+    before its state held the prompt, what its wrapper says (Wrapper.restart_unstarted)."""
+    tui = None if spec.headless else wrapper.restart_unstarted(
+        list(spec.args), session.harness_session_id, session.native_path)
+    if tui is None:
+        return RelaunchPlan("relaunch", session, tuple(spec.args))
+    return RelaunchPlan("relaunch", session, tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
+                        ready=tui.ready, continues=tui.continues, note=tui.note)
 
 
 def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> RelaunchPlan:
@@ -75,7 +89,7 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
     records = current_turn(world, session, world.sources(session.id)[0])
     tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records)
     return RelaunchPlan("resume", argv=tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
-                        ready=tui.ready, continues=tui.continues, **done)
+                        ready=tui.ready, continues=tui.continues, note=tui.note, **done)
 
 
 def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool) -> str | None:
@@ -183,6 +197,8 @@ def _resume_now(world, wrapper, session, prompt, opts, spec) -> int:
         return 0
     opts.notice(f"dh: resuming session {session.id} ({plan.kept} finished "
                 f"call(s) kept, {len(plan.repairs)} repaired)")
+    if plan.note:
+        opts.notice(f"dh: {plan.note}")
     # asked only now: `--version` starts the harness, which a refused resume never does
     note_version(world, plan.session, wrapper, list(spec.binary), opts.env, opts.notice)
     supervisor = Supervisor(world, wrapper, plan.session, opts, spec, Relauncher(world, wrapper, opts))

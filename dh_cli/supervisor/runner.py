@@ -53,6 +53,7 @@ class Supervisor:
         self.wake_fd: int | None = None
         self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
         self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
+        self.attempt_note: str | None = None  # the wrapper's line for the user at the relaunch
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -258,6 +259,7 @@ class Supervisor:
         plan = self.relauncher.plan(self.session, self.spec, attempt.number + 1, attempt.tools)
         self.session = plan.session
         self.attempt_env, self.attempt_typed = dict(plan.env), (plan.typed, plan.ready)
+        self.attempt_note = plan.note  # the wrapper's line, shown under the relaunch notice
         if hasattr(self.child, "clear"):
             self.child.clear()  # the relaunched TUI draws on a clean screen, under the notice
         self._notice_resume(attempt, outcome, plan.kept)
@@ -271,6 +273,9 @@ class Supervisor:
             how = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {attempt.rc}"
         self.opts.notice(f"dh: {self.wrapper.name} {how}; resuming session {self.session.id} "
                          f"(attempt {attempt.number + 1}, {kept} finished call(s) kept)")
+        if self.attempt_note:
+            self.opts.notice(f"dh: {self.attempt_note}")
+            self.attempt_note = None
 
     def _sleep(self, delay: float) -> bool:
         """Back off (woken at once by a signal); True when the user stopped dh meanwhile."""

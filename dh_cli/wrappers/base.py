@@ -360,6 +360,13 @@ class Wrapper:
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")
 
+    def restart_unstarted(self, original: list[str], native_id: str | None,
+                          native_path: str | None) -> Relaunch | None:
+        """The relaunch of a TUI killed before its native state held any conversation (no
+        file yet, or only the harness's start-up rows). None: dh relaunches the original
+        command as it was (the default)."""
+        return None
+
     # the harness's own processes ---------------------------------------------------------
     def harness_part(self, command: str, home: Path) -> bool:
         """True for a process of the harness itself that runs apart from it (own session,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from pathlib import Path
 
@@ -31,6 +30,8 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch
                    regular_file, text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, iso_now, json_line, json_objects,
                      options, parse_argv, prompt_tail, stdout_object, with_flags)
+from .claude_prompts import (LOST, RESENT, clear_startup_only, latest_ms, project_slug,  # noqa: F401
+                             unsent_prompt)
 from .identity import modified_since
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
@@ -53,11 +54,6 @@ RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
 SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
 MAX_SLUG = 200
 SESSION_FIELDS = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch")
-
-
-def project_slug(cwd: str) -> str:
-    """Claude's folder name for a cwd: every character outside [A-Za-z0-9] becomes '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
 def first_cwd(path: Path, max_lines: int = 50) -> str | None:
@@ -290,14 +286,45 @@ class ClaudeWrapper(Wrapper):
         row cut short is not an interrupted turn to Claude; there the prompt goes in argv.
         The variable is unset whenever dh does not want it, so a user's own export of it
         cannot continue a turn a second time."""
+        if not self._holds_conversation(records):
+            return self.restart_unstarted(original, native_id, native_path) or \
+                Relaunch(list(original), dict(OFF))
         argv = self.resume_args(original, native_id, native_path, None, False)
-        off = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+        off = dict(OFF)
         if not prompt:
+            typed = unsent_prompt(native_id, native_path, latest_ms(records))
+            if typed:  # typed after the last turn, cut before it reached the transcript
+                return Relaunch([*argv, *prompt_tail(typed)], off, "prompt", note=RESENT)
             return Relaunch(argv, off)
         if self._ends_in_user_row(records):
             return Relaunch(argv, {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1",
                                    "CLAUDE_CODE_RESUME_PROMPT": prompt}, "harness")
         return Relaunch([*argv, *prompt_tail(prompt)], off, "prompt")
+
+    def restart_unstarted(self, original: list[str], native_id: str | None,
+                          native_path: str | None) -> Relaunch | None:
+        """Killed before its transcript held the prompt. Seen with the real TUIs (2.1.197
+        and 2.1.332, polled every 5 ms after Enter): the model request goes out and the
+        prompt goes into `history.jsonl` within a few ms of each other (either first), then
+        the transcript gets its start-up rows (`mode`, `permission-mode`, `atis-latch` or a
+        `file-history-snapshot`), and the prompt row only ~0.1 s later (about a second
+        under load). Killed in between, there is no transcript or one `--resume` refuses
+        ("No conversation found with session ID") and that makes `--session-id` refuse the
+        id ("Session ID … is already in use"). The cut request was never answered, so
+        never paid. So dh removes the start-up-only transcript (its rows are in the log),
+        starts the same session id afresh with the original flags and the prompt from the
+        history, and says so in one line; with no such line (killed before Claude wrote
+        it) the line says the prompt is lost."""
+        if not native_id or not native_path or not clear_startup_only(Path(native_path)):
+            return None
+        _, words = self._split(original)
+        typed = None if words else unsent_prompt(native_id, native_path, 0)
+        note = RESENT if typed else None if words else LOST
+        return Relaunch([*original, *prompt_tail(typed)], dict(OFF),
+                        "prompt" if typed or words else "none", note=note)
+
+    def _holds_conversation(self, records: list[Record]) -> bool:
+        return any(self.parse(r.raw).kind in CONVERSATION_KINDS for r in records)
 
     def _ends_in_user_row(self, records: list[Record]) -> bool:
         rows = [p for p in self.conversation(records) if p.kind in ("user", "tool_result", "assistant",
@@ -328,6 +355,10 @@ class ClaudeWrapper(Wrapper):
             "sourceToolAssistantUUID": source["uuid"]})
         row.update({k: source[k] for k in SESSION_FIELDS if k in source})
         return row
+
+
+OFF = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+CONVERSATION_KINDS = {"user", "assistant", "tool_call", "tool_result", "compaction"}
 
 
 def _blocks(row: dict) -> list[dict]:

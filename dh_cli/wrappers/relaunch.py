@@ -11,10 +11,12 @@ class Relaunch:
     argv, the environment changes for that attempt (None unsets a variable), and who carries
     a cut turn on — `prompt` (dh's continuation prompt is in argv), `typed` (dh types it into
     the TUI once its screen is still), `harness` (the harness continues it by itself, so dh
-    sends nothing) or `none` (the turn was complete)."""
+    sends nothing) or `none` (the turn was complete). `note` is one line for the user, shown
+    under dh's relaunch notice (e.g. that a typed prompt was lost, or sent again)."""
 
     argv: list[str]
     env: dict[str, str | None] = field(default_factory=dict)
     continues: str = "none"  # or `typed`: dh types `typed` into the TUI once it is ready,
     typed: str | None = None  # that is once `ready` was in its output
     ready: bytes | None = None
+    note: str | None = None

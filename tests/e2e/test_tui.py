@@ -238,3 +238,80 @@ def test_tui_terminal_is_put_back_after_dh_is_sigkilled(real_rig, installed, har
         assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO  # cooked again
     finally:
         tui.close()
+
+
+# reply #0 stalls once: the TUI's first request hangs, as a slow model's would
+EARLY_SCRIPT = {"replies": [dict(R[0], delay_s=60, delay_times=1), *R[1:]]}
+
+
+def transcript_rows(rig) -> list[dict]:
+    import json
+
+    rows = []
+    for path in (rig.tmp / ".claude" / "projects").glob("*/*.jsonl"):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def history(rig) -> str:
+    path = rig.tmp / ".claude" / "history.jsonl"
+    return path.read_text() if path.exists() else ""
+
+
+def startup_rows_only(rig) -> bool:
+    rows = transcript_rows(rig)
+    return bool(rows) and not any(r.get("type") == "user" for r in rows)
+
+
+def until_fast(tui: Tui, done, timeout: float = 20.0, what: str = "") -> None:
+    """until(), polling every 5 ms: the window waited for is about 0.1 s wide."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tui.text()}"
+        tui.pump(0.005)
+
+
+@pytest.mark.parametrize("point", ["prompt in history", "start-up rows"])
+def test_tui_claude_killed_before_its_transcript_holds_the_prompt(real_rig, installed, point):
+    """Claude Code's TUI sends the model request before it writes the prompt row (2.1.197:
+    no transcript at all then; 2.1.332: only its start-up rows, which `--resume` refuses and
+    which make `--session-id` refuse the id). Killed in that window: dh starts the same
+    session id afresh with the prompt from Claude's own prompt history, says so, and the
+    turn completes with no keystroke; the cut request was never answered, so nothing is
+    paid twice."""
+    rig = real_tui_rig(real_rig, installed, "claude-code", EARLY_SCRIPT)
+    tui = start(rig, "claude-code")
+    try:
+        tui.until(lambda: tui.on_screen(TUI["claude-code"][1]), what="the editor")
+        tui.quiet()
+        pid, native_id = launched_pid(rig), session_of(rig)["harness_session_id"]
+        # killed once the request is out and the prompt is in Claude's history.jsonl (the
+        # two come within a few ms, either first), and before the prompt row (~0.1 s later
+        # on a quiet machine; about a second under load). Killed before history.jsonl has
+        # it, the prompt is lost, and dh's note says so (test_claude_prompts.py)
+        # (a) as soon as both are there (seen: the transcript missing, or its start-up rows
+        # already written); (b) once it holds its start-up rows (mode, permission-mode …),
+        # still without the prompt's: the file `--resume` refuses
+        tui.submit(PROMPT, served(rig, 0))
+        until_fast(tui, lambda: PROMPT in history(rig) and
+                   (point == "prompt in history" or bool(transcript_rows(rig))), what=point)
+        os.killpg(pid, signal.SIGKILL)
+        # the state this case is about, read once the TUI is dead: no prompt row on disk
+        assert not [r for r in transcript_rows(rig) if r.get("type") == "user"], \
+            "the prompt row was written before the kill: the kill came too late for this case"
+        assert point == "prompt in history" or startup_rows_only(rig)
+        tui.until(lambda: tui.at_notice is not None, what="dh's notice")
+        assert any(NOTICE in row for row in tui.at_notice), tui.at_notice
+        tui.until(served(rig, 3, "response_done"), what="the final reply")
+        tui.until(lambda: tui.on_screen("All done."), what="the final answer on screen")
+        assert b"dh sends it again" in tui.raw, tui.text()  # the one-line note
+        check_quit(tui, rig, "claude-code")
+    finally:
+        tui.close()
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
+    assert session_of(rig)["harness_session_id"] == native_id  # the same session, by its id
+    prompts = [r for r in transcript_rows(rig) if r.get("type") == "user"
+               and r["message"]["content"] == PROMPT]
+    assert len(prompts) == 1 and prompts[0]["sessionId"] == native_id, prompts
