@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..osthread import name_os_thread
 
 EVERY = 1.0  # at most one PASSIVE checkpoint per second per process
 SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
@@ -97,6 +98,7 @@ class Checkpointer:
             return 0
 
     def _run(self) -> None:
+        name_os_thread("dh-checkpoint")
         conn = None
         try:
             while True:
