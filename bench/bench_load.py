@@ -197,7 +197,8 @@ class SteadySplit:
 
 
 def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: int = 100,
-             poll: float = 0.02, workdir: Path | None = None, quiet: bool = False) -> LoadResult:
+             poll: float = 0.02, workdir: Path | None = None, quiet: bool = False,
+             page_size: int | None = None) -> LoadResult:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dh-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     dh_home = workdir / "dh-home"
@@ -207,6 +208,12 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
            "XDG_CONFIG_HOME": str(workdir / "config"), "DH_PI_BIN": f"{sys.executable} {WRITER}",
            "DH_WRITER_RATE": str(rate), "DH_WRITER_RECORDS": str(int(rate * seconds)),
            "DH_WRITER_PAD": str(pad), "DH_WRITER_CPU_FILE": str(cpu_file), "DH_RAISE_ERRORS": ""}
+    if page_size:  # an experiment: the page size of the new log (dh's own: local.PAGE_SIZE)
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(db) as conn:
+            conn.execute(f"PRAGMA page_size={page_size}")
+            conn.execute("CREATE TABLE page_size_set (x)")  # the first write fixes it
+            conn.execute("DROP TABLE page_size_set")
     LocalWorld(db).close()
     poller = LagPoller(db, poll).start()
     procs = []
@@ -301,17 +308,18 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.02, help="seconds between lag polls")
     parser.add_argument("--single", action="store_true",
                         help="also run one session at the same rate (the multi-writer baseline)")
+    parser.add_argument("--page-size", type=int, help="an experiment: the new log's page size")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     print(f"dh load: {args.sessions} sessions x {args.rate:g} records/s x {args.seconds:g} s "
           f"on one dh.db ({os.cpu_count()} CPUs); load average {load_average()}", flush=True)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dh-load-"))
     result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, workdir / "load",
-                      quiet=True)
+                      quiet=True, page_size=args.page_size)
     result.rate = args.rate
     after = load_average()
     single = run_load(1, args.rate, args.seconds, args.pad, args.poll, workdir / "single",
-                      quiet=True) if args.single else None
+                      quiet=True, page_size=args.page_size) if args.single else None
     fixed = fixed_cost(workdir)
     lines = pi_load_lines(5000, args.pad)
     floors = {"tight": commit_floor(lines, workdir),

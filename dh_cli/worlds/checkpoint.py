@@ -48,6 +48,14 @@ SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
 # they are free at once and gives them back at once if not, and a round is 3 tries at most,
 # one round a second machine-wide (the turns below).
 TRUNCATE_TRIES = 3
+# ... but a TRUNCATE that may not wait at all almost never finds the moment it needs with 32
+# or more writers: no writer in a transaction AND no reader on the WAL (each waiting writer
+# takes a read lock for an instant whenever it asks for the write lock again). Measured
+# (bench_load.py, 32 x 20/s): WAL 37-62 MB, and 155-383 MB with 32-128 writers at higher
+# rates. With a few ms of SQLite's busy handler per try, it takes the write lock between two
+# commits and waits out the readers' instants, while holding writers back for at most
+# TRUNCATE_TRIES x this plus the fold itself, once a second machine-wide.
+TRUNCATE_WAIT_MS = 5
 
 
 def wal_limit() -> int:
@@ -139,16 +147,20 @@ class Checkpointer:
             self._run_pragma(conn, "PASSIVE")
 
     def _truncate(self, conn: sqlite3.Connection) -> None:
-        """Fold in every frame and empty the WAL; retried often (like the writers ask for
-        their lock) so that many busy writers cannot starve it, and never waiting with the
-        write lock held. A PASSIVE checkpoint first folds in (without holding writers back)
+        """Fold in every frame and empty the WAL; retried (like the writers ask for their
+        lock) so that many busy writers cannot starve it, and waiting TRUNCATE_WAIT_MS at
+        most per try, with the write lock held. A PASSIVE checkpoint first folds in (without holding writers back)
         all but what arrives meanwhile, so the TRUNCATE has only that left to copy."""
         self._run_pragma(conn, "PASSIVE")
-        for _ in range(TRUNCATE_TRIES):
-            if self._run_pragma(conn, "TRUNCATE") or self.stopping.is_set():
-                self.truncations += 1
-                return
-            time.sleep(random.random() * 0.004)
+        conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+        try:
+            for _ in range(TRUNCATE_TRIES):
+                if self._run_pragma(conn, "TRUNCATE") or self.stopping.is_set():
+                    self.truncations += 1
+                    return
+                time.sleep(random.random() * 0.004)
+        finally:
+            conn.execute("PRAGMA busy_timeout=0")
 
     def _run_pragma(self, conn: sqlite3.Connection, mode: str) -> bool:
         """True when the checkpoint ran to the end."""
