@@ -122,7 +122,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--breakdown", action="store_true",
                         help="also time dh's row insert alone, with and without FTS5 and indexes")
+    parser.add_argument("--page-size", type=int, help="an experiment: the page size of dh's new logs")
     args = parser.parse_args()
+    if args.page_size:
+        local_module.PAGE_SIZE = args.page_size
     work = Path(tempfile.mkdtemp(prefix="dh-bench-"))
     home = work / "claude"
     native = home / "projects" / "-home-dev-project" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"

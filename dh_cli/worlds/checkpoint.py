@@ -21,9 +21,12 @@ Every supervising dh has such a thread; they take turns (the machine-wide lock f
 `checkpoint.lock` next to the log), so that 32 of them do not keep SQLite's checkpoint lock
 taken between them. Measured (bench_load.py): one session at 300 records/s for 5 minutes
 peaks at 22 MB of WAL (649 MB in 30 s before); 8 sessions at 200/s at 34-45 MB (2.5 GB
-before). With 32 and 128 writers it is not enough yet: 155-383 MB (513 MB and more before),
-because a TRUNCATE needs a moment with no reader on the WAL, which that many writers rarely
-leave."""
+before). With 32 writers at 20/s it peaks at 43-62 MB, at 200/s at 65-77 MB, and with 128
+writers at 5/s (load average 50-90) at 175 MB: what bounds it there is less the checkpoint
+than the bytes each commit adds (3-5 pages of 16 KiB: 640 commits a second write 50 MB of
+WAL a second; with 4 KiB pages the 32 x 20/s run peaks at 27 MB). Letting each TRUNCATE
+try wait 5 ms in SQLite's busy handler was tried and measured no better (48 MB against 43 MB
+in the same 32 x 20/s pair of runs)."""
 
 from __future__ import annotations
 
@@ -48,14 +51,6 @@ SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
 # they are free at once and gives them back at once if not, and a round is 3 tries at most,
 # one round a second machine-wide (the turns below).
 TRUNCATE_TRIES = 3
-# ... but a TRUNCATE that may not wait at all almost never finds the moment it needs with 32
-# or more writers: no writer in a transaction AND no reader on the WAL (each waiting writer
-# takes a read lock for an instant whenever it asks for the write lock again). Measured
-# (bench_load.py, 32 x 20/s): WAL 37-62 MB, and 155-383 MB with 32-128 writers at higher
-# rates. With a few ms of SQLite's busy handler per try, it takes the write lock between two
-# commits and waits out the readers' instants, while holding writers back for at most
-# TRUNCATE_TRIES x this plus the fold itself, once a second machine-wide.
-TRUNCATE_WAIT_MS = 5
 
 
 def wal_limit() -> int:
@@ -147,20 +142,16 @@ class Checkpointer:
             self._run_pragma(conn, "PASSIVE")
 
     def _truncate(self, conn: sqlite3.Connection) -> None:
-        """Fold in every frame and empty the WAL; retried (like the writers ask for their
-        lock) so that many busy writers cannot starve it, and waiting TRUNCATE_WAIT_MS at
-        most per try, with the write lock held. A PASSIVE checkpoint first folds in (without holding writers back)
+        """Fold in every frame and empty the WAL; retried often (like the writers ask for
+        their lock) so that many busy writers cannot starve it, and never waiting with the
+        write lock held. A PASSIVE checkpoint first folds in (without holding writers back)
         all but what arrives meanwhile, so the TRUNCATE has only that left to copy."""
         self._run_pragma(conn, "PASSIVE")
-        conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
-        try:
-            for _ in range(TRUNCATE_TRIES):
-                if self._run_pragma(conn, "TRUNCATE") or self.stopping.is_set():
-                    self.truncations += 1
-                    return
-                time.sleep(random.random() * 0.004)
-        finally:
-            conn.execute("PRAGMA busy_timeout=0")
+        for _ in range(TRUNCATE_TRIES):
+            if self._run_pragma(conn, "TRUNCATE") or self.stopping.is_set():
+                self.truncations += 1
+                return
+            time.sleep(random.random() * 0.004)
 
     def _run_pragma(self, conn: sqlite3.Connection, mode: str) -> bool:
         """True when the checkpoint ran to the end."""
