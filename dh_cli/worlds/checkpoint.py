@@ -53,6 +53,17 @@ SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
 TRUNCATE_TRIES = 3
 
 
+HOLD_WAIT = 2.0  # seconds a writer past the WAL limit waits for it to be cut back
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
 def wal_limit() -> int:
     """The WAL size dh keeps under, in bytes (DH_WAL_LIMIT_MB, default 64)."""
     value = os.environ.get("DH_WAL_LIMIT_MB", "64")
@@ -72,7 +83,10 @@ class Checkpointer:
         self.db_path, self.every, self.soft = db_path, every, soft
         self.wal = f"{db_path}-wal"
         self.turn = Path(db_path).parent / "checkpoint.lock"
-        self.truncate_at = (limit or wal_limit()) // 4  # room for what commits add meanwhile
+        self.limit = limit or wal_limit()
+        self.truncate_at = self.limit // 4  # room for what commits add meanwhile
+        self.held = 0  # commits that waited for the WAL to be cut back (see hold_writer)
+        self._hold_conn: sqlite3.Connection | None = None
         self.wanted = threading.Event()
         self.stopping = threading.Event()
         self.checkpoints = self.truncations = 0
@@ -83,9 +97,46 @@ class Checkpointer:
         return self
 
     def committed(self) -> None:
-        """Called by the writer after a commit: wake the thread if the WAL passed SOFT."""
-        if self._wal_size() > self.soft:
+        """Called by the writer after a commit: wake the thread if the WAL passed SOFT; past
+        the limit, hold this writer until the WAL is cut back (hold_writer)."""
+        size = self._wal_size()
+        if size > self.soft:
             self.wanted.set()
+        if size > self.limit:
+            self.hold_writer()
+
+    def hold_writer(self) -> None:
+        """Back-pressure, in the writer's thread, outside any transaction: with many writers
+        the checkpoint thread's tries rarely find the moment a TRUNCATE needs (no writer, no
+        reader), and the WAL grew to 175-291 MB with 128 writers. Every writer past the limit
+        queues here on the machine-wide turn instead of writing on; the one whose turn it is
+        folds the WAL in and empties it, waiting up to HOLD_WAIT s for the others to finish
+        the commit they are in (they then queue too). A reader that keeps an old snapshot
+        longer than that (a long `dh log` read) wins: the writer gives up and writes on."""
+        self.held += 1
+        deadline = time.monotonic() + HOLD_WAIT
+        try:
+            fd = os.open(self.turn, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            while not _try_lock(fd):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.002)
+            if self._wal_size() > self.limit:  # else another writer has just cut it back
+                self._hold_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                self.truncations += 1
+        except sqlite3.Error:
+            pass  # disk full, a reader that stays: the WAL keeps its frames, readers see them
+        finally:
+            os.close(fd)
+
+    def _hold_connection(self) -> sqlite3.Connection:
+        if self._hold_conn is None:
+            self._hold_conn = sqlite3.connect(self.db_path, timeout=HOLD_WAIT, check_same_thread=False)
+            self._hold_conn.execute(f"PRAGMA journal_size_limit={self.soft}")
+        return self._hold_conn
 
     def stop(self) -> None:
         """Ask the thread to end, without waiting: a checkpoint under way finishes on its own
@@ -93,6 +144,9 @@ class Checkpointer:
         after a crash need not wait for its fsync."""
         self.stopping.set()
         self.wanted.set()
+        if self._hold_conn is not None:  # the writer's thread is done with it by now
+            self._hold_conn.close()
+            self._hold_conn = None
 
     def _wal_size(self) -> int:
         try:
