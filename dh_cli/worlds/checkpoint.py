@@ -85,6 +85,9 @@ class Checkpointer:
         self.turn = Path(db_path).parent / "checkpoint.lock"
         self.limit = limit or wal_limit()
         self.truncate_at = self.limit // 4  # room for what commits add meanwhile
+        # writers are held a quarter below the limit: 128 writers held at the limit itself
+        # took the WAL to 80 MB (64 MB limit) with what they commit before they see it
+        self.hold_at = self.limit * 3 // 4
         self.held = 0  # commits that waited for the WAL to be cut back (see hold_writer)
         self._hold_conn: sqlite3.Connection | None = None
         self.wanted = threading.Event()
@@ -97,18 +100,18 @@ class Checkpointer:
         return self
 
     def committed(self) -> None:
-        """Called by the writer after a commit: wake the thread if the WAL passed SOFT; past
+        """Called by the writer after a commit: wake the thread if the WAL passed SOFT; near
         the limit, hold this writer until the WAL is cut back (hold_writer)."""
         size = self._wal_size()
         if size > self.soft:
             self.wanted.set()
-        if size > self.limit:
+        if size > self.hold_at:
             self.hold_writer()
 
     def hold_writer(self) -> None:
         """Back-pressure, in the writer's thread, outside any transaction: with many writers
         the checkpoint thread's tries rarely find the moment a TRUNCATE needs (no writer, no
-        reader), and the WAL grew to 175-291 MB with 128 writers. Every writer past the limit
+        reader), and the WAL grew to 175-291 MB with 128 writers. Every writer near the limit
         queues here on the machine-wide turn instead of writing on; the one whose turn it is
         folds the WAL in and empties it, waiting up to HOLD_WAIT s for the others to finish
         the commit they are in (they then queue too). A reader that keeps an old snapshot
@@ -124,7 +127,7 @@ class Checkpointer:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.002)
-            if self._wal_size() > self.limit:  # else another writer has just cut it back
+            if self._wal_size() > self.hold_at:  # else another writer has just cut it back
                 self._hold_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 self.truncations += 1
         except sqlite3.Error:
