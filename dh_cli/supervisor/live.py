@@ -94,9 +94,13 @@ class Wake:
 
 class LiveMirror:
     """One thread sleeps in select() on the inotify descriptor and the wake pipe, and syncs
-    when either says so. (It took two threads before, a watcher waking the mirror: at 20
-    records/s that thread switch and the watcher's wake-up cost 120 us of CPU per record,
-    a fifth of the whole; bench_load.py.)"""
+    when either says so. It took two threads before, a watcher waking the mirror, and each
+    record woke both: the watcher's share was 2.4 of 12.8 ms CPU a second for one session
+    at 20 records/s (/proc, thread by thread). With one thread, one session at 500/s costs
+    4.2 % of a core instead of 5.2 % (bench_mirror.py, same pair of runs); at 32 x 20/s the
+    gain is within the noise of a loaded machine (steady 604-660 us per record against
+    622-692 before, three pairs, load 25-45), because the one thread left now pays the cold
+    wake-up the watcher paid (a sync after 50 ms asleep costs 4x one back to back)."""
 
     def __init__(self, world_path: Path, wrapper, session_id: str, watch_dir,
                  notice=None, launch: Launch | None = None):
