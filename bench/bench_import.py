@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.mirror.importer import import_sessions  # noqa: E402
 from dh_cli.resume.rebuild import rebuild_session  # noqa: E402
-from dh_cli.worlds.local import LocalWorld  # noqa: E402
+from dh_cli.worlds import local as local_module  # noqa: E402
+from dh_cli.worlds.local import LocalWorld, encode_rows  # noqa: E402
+from dh_cli.wrappers.base import to_record  # noqa: E402
 from tests.fakes.transcripts import write_claude_transcript  # noqa: E402
 
 
@@ -59,17 +61,79 @@ def db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
+def dh_rows(native: Path, world, source) -> tuple[list[tuple], float]:
+    """The rows dh's import inserts for the file (parsed and encoded as the tailer does), and
+    the seconds that took."""
+    wrapper, rows, offset = wrappers.get("claude"), [], 0
+    started = time.perf_counter()
+    with open(native, "rb") as handle:
+        for raw in handle:
+            rows.append(to_record(wrapper.parse(raw), source.id, 0, offset, raw))
+            offset += len(raw)
+    rows = encode_rows(rows)
+    return rows, time.perf_counter() - started
+
+
+def insert_breakdown(native: Path, work: Path) -> None:
+    """What dh's row insert costs by itself, against the raw insert of the same lines: the
+    same pre-parsed rows into dh's `records` (one transaction each, like the raw insert) with
+    everything, without the FTS5 index, and without the secondary indexes as well."""
+    def scratch(name: str):
+        world = LocalWorld(work / f"{name}.db")
+        session = world.create_session("claude", harness_session_id="bd", home=str(work), cwd="/")
+        return world, world.add_source(session.id, "jsonl", "bd.jsonl", str(native))
+
+    world, source = scratch("bd-parse")
+    rows, parse_s = dh_rows(native, world, source)
+    world.close()
+    width = local_module._WIDTH
+    plain = [local_module._storage(row[:width]) for row in rows]
+
+    def insert(name: str, drop: tuple = (), fts: bool = True) -> float:
+        world, _ = scratch(name)
+        for index in drop:
+            world.conn.execute(f"DROP INDEX {index}")
+        started = time.perf_counter()
+        with world._write() as conn:
+            if fts:
+                local_module._insert_rows(conn, rows)
+            else:
+                conn.executemany(local_module._INSERT_RECORD, plain)
+        took = time.perf_counter() - started
+        world.close()
+        return took
+
+    raw = timed(lambda: raw_insert(native, work / "bd-raw.db"))
+    full = insert("bd-full")
+    no_fts = insert("bd-nofts", fts=False)
+    bare = insert("bd-bare", ("records_by_kind", "records_by_session"), fts=False)
+    print(f"row insert alone (rows parsed beforehand, one transaction): raw insert {raw:.2f} s; "
+          f"dh's rows {full:.2f} s ({raw / full:.2f}x of raw), without FTS5 {no_fts:.2f} s "
+          f"({raw / no_fts:.2f}x), without FTS5 and the two secondary indexes {bare:.2f} s "
+          f"({raw / bare:.2f}x); parsing and encoding them: {parse_s:.2f} s; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    for path in work.glob("bd-*.db*"):
+        path.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time dh's row insert alone, with and without FTS5 and indexes")
+    parser.add_argument("--page-size", type=int, help="an experiment: the page size of dh's new logs")
     args = parser.parse_args()
+    if args.page_size:
+        local_module.PAGE_SIZE = args.page_size
     work = Path(tempfile.mkdtemp(prefix="dh-bench-"))
     home = work / "claude"
     native = home / "projects" / "-home-dev-project" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
     lines = write_claude_transcript(native, args.mb << 20)
     size = native.stat().st_size
-    print(f"transcript: {size / 1e6:.1f} MB, {lines} lines")
+    print(f"transcript: {size / 1e6:.1f} MB, {lines} lines; load average {os.getloadavg()[0]:.1f}")
+    if args.breakdown:
+        insert_breakdown(native, work)
 
     ratios = {"pool": [], "in-process": []}
     for n in range(args.pairs):

@@ -15,6 +15,14 @@ Measures
   floor     the per-record CPU of a bare Python loop committing the same records to SQLite
             one by one (bench/floor.py), measured in the same run
   WAL       the largest size of dh.db-wal seen by the poller
+  split     dh's CPU read from /proc thread by thread (bench/proc_cpu.py) at two marks: once
+            every session has a record committed (plus a second), and a second before the
+            first writer ends. Between the marks is the steady state: its us per record, per
+            thread (mirror, checkpoint, main, ...), next to the floor; before the first mark
+            is each session's start-up (interpreter, imports, launch, first sync), with the
+            steady cost of the seconds it already mirrored taken off. With --single, one
+            session at the same rate, in the same run: what the other writers add per record
+            (lock waits, page caches that every other process's commit invalidates).
 A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
 checks that nothing is lost and nothing fails on a lock).
 Run: python bench/bench_load.py [--sessions 32 --rate 200 --seconds 60]"""
@@ -40,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from floor import commit_floor, pi_load_lines  # noqa: E402
+from proc_cpu import thread_cpu, total_cpu  # noqa: E402
 
 from dh_cli.resume.rebuild import source_bytes  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, decode_raw  # noqa: E402
@@ -62,6 +71,8 @@ class LoadResult:
     wall: float = 0.0
     db_bytes: int = 0
     wal_peak: int = 0
+    split: dict | None = None  # SteadySplit.figures()
+    rate: float = 0.0
 
     def lag(self, q: float) -> float:
         if not self.lags:
@@ -94,6 +105,8 @@ class LagPoller:
         self.last_id = 0
         self.wal_peak = 0
         self.wal = Path(f"{db}-wal")
+        self.first_seen: dict[str, float] = {}  # session id -> when its first load record was seen
+        self.load_seen = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -112,19 +125,21 @@ class LagPoller:
             conn.close()
 
     def _poll(self, conn) -> None:
-        rows = conn.execute("SELECT id, COALESCE(raw, packed), codec FROM records WHERE id > ? ORDER BY id",
-                            [self.last_id]).fetchall()
+        rows = conn.execute("SELECT id, COALESCE(raw, packed), codec, session_id FROM records"
+                            " WHERE id > ? ORDER BY id", [self.last_id]).fetchall()
         now = time.time()
         try:
             self.wal_peak = max(self.wal_peak, self.wal.stat().st_size)
         except FileNotFoundError:
             pass
-        for row_id, raw, codec in rows:
+        for row_id, raw, codec, session_id in rows:
             self.last_id = row_id
             raw = decode_raw(raw, codec)
             if b'"customType":"load"' not in raw:
                 continue
             self.lags.append(now - json.loads(raw)["data"]["t"])
+            self.first_seen.setdefault(session_id, now)
+            self.load_seen += 1
         self.seen += len(rows)
 
     def finish(self) -> list[float]:
@@ -133,8 +148,57 @@ class LagPoller:
         return self.lags
 
 
+class SteadySplit:
+    """Reads the dh processes' CPU (thread by thread, from /proc) at the warm-up mark and at
+    the end mark (see the module's docstring), in a thread of its own."""
+
+    WARM = 1.0  # seconds after every session's first record
+    END = 1.0  # seconds before the first writer ends
+
+    def __init__(self, poller: LagPoller, pids: list[int], sessions: int, seconds: float):
+        self.poller, self.pids, self.sessions, self.seconds = poller, pids, sessions, seconds
+        self.marks: list[tuple[float, int, object, list]] = []  # (time, load rows, threads, per pid)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "SteadySplit":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while len(self.poller.first_seen) < self.sessions:
+            if self.stop.wait(0.05):
+                return
+        if self.stop.wait(self.WARM):
+            return
+        self._mark()
+        end = min(self.poller.first_seen.values()) + self.seconds - self.END
+        if end - time.time() > 2 and not self.stop.wait(end - time.time()):
+            self._mark()
+
+    def _mark(self) -> None:
+        per_pid = [sum(thread_cpu(pid).values()) for pid in self.pids]
+        self.marks.append((time.time(), self.poller.load_seen, total_cpu(self.pids), per_pid))
+
+    def figures(self) -> dict | None:
+        self.stop.set()
+        self.thread.join(10)
+        if len(self.marks) < 2:
+            return None
+        (t0, n0, cpu0, pids0), (t1, n1, cpu1, _) = self.marks
+        records = max(1, n1 - n0)
+        threads = {k: (cpu1[k] - cpu0.get(k, 0)) / records * 1e6 for k in cpu1}
+        steady_per_s = sum(cpu1.values()) - sum(cpu0.values())
+        steady_per_s /= (t1 - t0) * self.sessions  # CPU seconds per second, one session
+        mirrored = statistics.fmean(t0 - at for at in self.poller.first_seen.values())
+        return {"records": records, "seconds": t1 - t0, "us_per_record": sum(threads.values()),
+                "threads_us": threads, "cores": steady_per_s * self.sessions,
+                "startup_s": statistics.fmean(pids0) - steady_per_s * mirrored}
+
+
 def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: int = 100,
-             poll: float = 0.02, workdir: Path | None = None, quiet: bool = False) -> LoadResult:
+             poll: float = 0.02, workdir: Path | None = None, quiet: bool = False,
+             page_size: int | None = None) -> LoadResult:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dh-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     dh_home = workdir / "dh-home"
@@ -144,6 +208,12 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
            "XDG_CONFIG_HOME": str(workdir / "config"), "DH_PI_BIN": f"{sys.executable} {WRITER}",
            "DH_WRITER_RATE": str(rate), "DH_WRITER_RECORDS": str(int(rate * seconds)),
            "DH_WRITER_PAD": str(pad), "DH_WRITER_CPU_FILE": str(cpu_file), "DH_RAISE_ERRORS": ""}
+    if page_size:  # an experiment: the page size of the new log (dh's own: local.PAGE_SIZE)
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(db) as conn:
+            conn.execute(f"PRAGMA page_size={page_size}")
+            conn.execute("CREATE TABLE page_size_set (x)")  # the first write fixes it
+            conn.execute("DROP TABLE page_size_set")
     LocalWorld(db).close()
     poller = LagPoller(db, poll).start()
     procs = []
@@ -156,6 +226,7 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
                                 cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err)
         procs.append((proc, err))
+    split = SteadySplit(poller, [proc.pid for proc, _ in procs], sessions, seconds).start()
     result = LoadResult(sessions)
     total_cpu = 0.0
     for proc, err in procs:
@@ -170,6 +241,7 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
         if "locked" in text:
             result.locked_failures += 1
     result.wall = time.monotonic() - started
+    result.split = split.figures()
     result.lags = poller.finish()
     result.wal_peak = poller.wal_peak
     result.writer_cpu = sum(float(x) for x in cpu_file.read_text().split()) if cpu_file.exists() else 0.0
@@ -203,6 +275,30 @@ def fixed_cost(workdir: Path, runs: int = 3) -> float:
     return statistics.median(costs)
 
 
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def print_split(result: LoadResult, floors: dict, single: LoadResult | None) -> None:
+    split = result.split
+    if split is None:
+        print("steady state: no window (the run is too short for its start-up; give --seconds 20 or more)")
+        return
+    threads = ", ".join(f"{name} {us:.0f}" for name, us in
+                        sorted(split["threads_us"].items(), key=lambda item: -item[1]))
+    print(f"start-up per session (launch, imports, first sync; before the warm-up mark): "
+          f"{split['startup_s']:.2f} s CPU")
+    print(f"steady state ({split['records']:,} records over {split['seconds']:.1f} s after warm-up): "
+          f"{split['us_per_record']:.0f} us per record ({split['cores']:.2f} cores); by thread: {threads}")
+    print(f"floor, same run: {floors['tight']['cpu_us']:.0f} us per commit back to back, "
+          f"{floors['paced']['cpu_us']:.0f} us per commit paced at {result.rate:g}/s (cold caches); "
+          f"dh steady / paced floor: {split['us_per_record'] / floors['paced']['cpu_us']:.1f}x")
+    if single is not None and single.split is not None:
+        alone = single.split["us_per_record"]
+        print(f"one session alone at the same rate, same run: {alone:.0f} us per record steady; "
+              f"what the other {result.sessions - 1} writers add: {split['us_per_record'] - alone:.0f} us per record")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=32)
@@ -210,15 +306,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--pad", type=int, default=100, help="filler bytes per record")
     parser.add_argument("--poll", type=float, default=0.02, help="seconds between lag polls")
+    parser.add_argument("--single", action="store_true",
+                        help="also run one session at the same rate (the multi-writer baseline)")
+    parser.add_argument("--page-size", type=int, help="an experiment: the new log's page size")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     print(f"dh load: {args.sessions} sessions x {args.rate:g} records/s x {args.seconds:g} s "
-          f"on one dh.db ({os.cpu_count()} CPUs)", flush=True)
+          f"on one dh.db ({os.cpu_count()} CPUs); load average {load_average()}", flush=True)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dh-load-"))
     result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, workdir / "load",
-                      quiet=True)
+                      quiet=True, page_size=args.page_size)
+    result.rate = args.rate
+    after = load_average()
+    single = run_load(1, args.rate, args.seconds, args.pad, args.poll, workdir / "single",
+                      quiet=True, page_size=args.page_size) if args.single else None
     fixed = fixed_cost(workdir)
-    floor = commit_floor(pi_load_lines(5000, args.pad), workdir)
+    lines = pi_load_lines(5000, args.pad)
+    floors = {"tight": commit_floor(lines, workdir),
+              "paced": commit_floor(lines[:int(min(400, args.rate * 4))], workdir, rate=args.rate)}
     figures = result.to_dict()
     lag = figures["lag_ms"]
     print(f"records: {result.native_records:,} native, {result.logged_records:,} logged, "
@@ -229,19 +334,19 @@ def main() -> None:
     print(f"mirror lag (append -> committed, poll {args.poll * 1000:g} ms): p50 {lag['p50']:.0f} ms, "
           f"p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, max {lag['max']:.0f} ms "
           f"({lag['samples']:,} samples)")
-    print(f"dh CPU: {result.dh_cpu:.1f} s over {result.wall:.1f} s wall = "
-          f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
-          f"session, {result.dh_cpu / max(1, result.logged_records) * 1e6:.0f} us per record); "
-          f"writers: {result.writer_cpu:.1f} s")
-    steady = result.dh_cpu - fixed * result.sessions
     per_record = result.dh_cpu / max(1, result.logged_records) * 1e6
+    print(f"dh CPU, all in: {result.dh_cpu:.1f} s over {result.wall:.1f} s wall = "
+          f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
+          f"session, {per_record:.0f} us per record); writers: {result.writer_cpu:.1f} s")
+    steady = result.dh_cpu - fixed * result.sessions
     steady_per_record = steady / max(1, result.logged_records) * 1e6
     print(f"fixed cost of one dh run (no records, median of 3, same run): {fixed:.2f} s CPU; without it: "
           f"{steady:.1f} s = {steady / result.wall:.2f} cores, {steady_per_record:.0f} us per record")
-    print(f"floor (bare loop committing each record to SQLite, same run): {floor['cpu_us']:.0f} us CPU "
-          f"per record; dh/floor: {per_record / floor['cpu_us']:.1f}x all in, "
-          f"{steady_per_record / floor['cpu_us']:.1f}x without the fixed cost")
-    print(f"log size: {result.db_bytes / 1e6:.1f} MB; largest WAL seen: {result.wal_peak / 1e6:.1f} MB")
+    print_split(result, floors, single)
+    print(f"dh/floor (back to back): {per_record / floors['tight']['cpu_us']:.1f}x all in")
+    print(f"log size: {result.db_bytes / 1e6:.1f} MB; largest WAL seen: {result.wal_peak / 1e6:.1f} MB"
+          f"{f' (one session alone: {single.wal_peak / 1e6:.1f} MB)' if single else ''}")
+    print(f"load average: {after} at the end of the load run, {load_average()} at the end")
     for failure in result.failed_runs[:5]:
         print("failed:", failure)
 

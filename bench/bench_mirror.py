@@ -94,7 +94,6 @@ def run(rate: float, seconds: float, profile: bool) -> dict:
     instrument_commits()
     if profile:
         live_module.LiveMirror._run = profiled(live_module.LiveMirror._run)
-        live_module.LiveMirror._watch = profiled(live_module.LiveMirror._watch)
         checkpoint_module.Checkpointer._run = profiled(checkpoint_module.Checkpointer._run)
     mirror = live_module.LiveMirror(work / "dh.db", wrappers.get("pi"), session.id, native.parent,
                                     notice=lambda text: None).start()

@@ -68,6 +68,27 @@ def test_the_wal_is_cut_back_under_steady_writes(tmp_path, monkeypatch):
     world.close()
 
 
+def test_writers_past_the_limit_wait_for_the_wal_to_be_cut_back(tmp_path, monkeypatch):
+    """The back-pressure alone (the checkpoint thread is not even started): a writer whose
+    commit left the WAL past the limit empties it before it writes on."""
+    monkeypatch.setenv("DH_WAL_LIMIT_MB", "8")
+    world, source = _world_with_source(tmp_path)
+    checkpointer = Checkpointer(world.path)
+    world.checkpoint_elsewhere(checkpointer)
+    reader = sqlite3.connect(world.path)
+    biggest = 0
+    for round_ in range(30):  # ~2 MB of WAL per round: 60 MB without the back-pressure
+        _commit_lines(world, source, 40, start=round_ * 40)
+        reader.execute("SELECT COUNT(*) FROM records").fetchone()
+        biggest = max(biggest, os.path.getsize(f"{world.path}-wal"))
+    assert checkpointer.held > 0 and checkpointer.truncations > 0
+    assert biggest <= (8 << 20) + (1 << 20)  # the limit, plus what one commit adds past it
+    assert world.record_count(source.session_id) == 1200
+    checkpointer.stop()
+    reader.close()
+    world.close()
+
+
 def test_a_bad_wal_limit_is_one_config_error(monkeypatch):
     monkeypatch.setenv("DH_WAL_LIMIT_MB", "lots")
     with pytest.raises(ConfigError, match="DH_WAL_LIMIT_MB"):

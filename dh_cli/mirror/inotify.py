@@ -52,12 +52,16 @@ class Inotify:
         ready, _, _ = select.select(fds, [], [], timeout)
         if self.fd not in ready:
             return False
+        self.drain()
+        return True
+
+    def drain(self) -> None:
+        """Read the events that are there (without waiting), following new folders."""
         try:
             while data := os.read(self.fd, 65536):
                 self._follow_new_folders(data)
         except BlockingIOError:
             pass
-        return True
 
     def _follow_new_folders(self, data: bytes) -> None:
         at = 0

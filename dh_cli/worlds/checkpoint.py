@@ -21,9 +21,12 @@ Every supervising dh has such a thread; they take turns (the machine-wide lock f
 `checkpoint.lock` next to the log), so that 32 of them do not keep SQLite's checkpoint lock
 taken between them. Measured (bench_load.py): one session at 300 records/s for 5 minutes
 peaks at 22 MB of WAL (649 MB in 30 s before); 8 sessions at 200/s at 34-45 MB (2.5 GB
-before). With 32 and 128 writers it is not enough yet: 155-383 MB (513 MB and more before),
-because a TRUNCATE needs a moment with no reader on the WAL, which that many writers rarely
-leave."""
+before). With 32 writers at 20/s it peaks at 43-62 MB, at 200/s at 65-77 MB, and with 128
+writers at 5/s (load average 50-90) at 175 MB: what bounds it there is less the checkpoint
+than the bytes each commit adds (3-5 pages of 16 KiB: 640 commits a second write 50 MB of
+WAL a second; with 4 KiB pages the 32 x 20/s run peaks at 27 MB). Letting each TRUNCATE
+try wait 5 ms in SQLite's busy handler was tried and measured no better (48 MB against 43 MB
+in the same 32 x 20/s pair of runs)."""
 
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..osthread import name_os_thread
 
 EVERY = 1.0  # at most one PASSIVE checkpoint per second per process
 SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
@@ -47,6 +51,17 @@ SOFT = 4 << 20  # bytes of WAL before a checkpoint is worth its fsync
 # they are free at once and gives them back at once if not, and a round is 3 tries at most,
 # one round a second machine-wide (the turns below).
 TRUNCATE_TRIES = 3
+
+
+HOLD_WAIT = 2.0  # seconds a writer past the WAL limit waits for it to be cut back
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def wal_limit() -> int:
@@ -68,7 +83,13 @@ class Checkpointer:
         self.db_path, self.every, self.soft = db_path, every, soft
         self.wal = f"{db_path}-wal"
         self.turn = Path(db_path).parent / "checkpoint.lock"
-        self.truncate_at = (limit or wal_limit()) // 4  # room for what commits add meanwhile
+        self.limit = limit or wal_limit()
+        self.truncate_at = self.limit // 4  # room for what commits add meanwhile
+        # writers are held a quarter below the limit: 128 writers held at the limit itself
+        # took the WAL to 80 MB (64 MB limit) with what they commit before they see it
+        self.hold_at = self.limit * 3 // 4
+        self.held = 0  # commits that waited for the WAL to be cut back (see hold_writer)
+        self._hold_conn: sqlite3.Connection | None = None
         self.wanted = threading.Event()
         self.stopping = threading.Event()
         self.checkpoints = self.truncations = 0
@@ -79,9 +100,46 @@ class Checkpointer:
         return self
 
     def committed(self) -> None:
-        """Called by the writer after a commit: wake the thread if the WAL passed SOFT."""
-        if self._wal_size() > self.soft:
+        """Called by the writer after a commit: wake the thread if the WAL passed SOFT; near
+        the limit, hold this writer until the WAL is cut back (hold_writer)."""
+        size = self._wal_size()
+        if size > self.soft:
             self.wanted.set()
+        if size > self.hold_at:
+            self.hold_writer()
+
+    def hold_writer(self) -> None:
+        """Back-pressure, in the writer's thread, outside any transaction: with many writers
+        the checkpoint thread's tries rarely find the moment a TRUNCATE needs (no writer, no
+        reader), and the WAL grew to 175-291 MB with 128 writers. Every writer near the limit
+        queues here on the machine-wide turn instead of writing on; the one whose turn it is
+        folds the WAL in and empties it, waiting up to HOLD_WAIT s for the others to finish
+        the commit they are in (they then queue too). A reader that keeps an old snapshot
+        longer than that (a long `dh log` read) wins: the writer gives up and writes on."""
+        self.held += 1
+        deadline = time.monotonic() + HOLD_WAIT
+        try:
+            fd = os.open(self.turn, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            while not _try_lock(fd):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.002)
+            if self._wal_size() > self.hold_at:  # else another writer has just cut it back
+                self._hold_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                self.truncations += 1
+        except sqlite3.Error:
+            pass  # disk full, a reader that stays: the WAL keeps its frames, readers see them
+        finally:
+            os.close(fd)
+
+    def _hold_connection(self) -> sqlite3.Connection:
+        if self._hold_conn is None:
+            self._hold_conn = sqlite3.connect(self.db_path, timeout=HOLD_WAIT, check_same_thread=False)
+            self._hold_conn.execute(f"PRAGMA journal_size_limit={self.soft}")
+        return self._hold_conn
 
     def stop(self) -> None:
         """Ask the thread to end, without waiting: a checkpoint under way finishes on its own
@@ -89,6 +147,9 @@ class Checkpointer:
         after a crash need not wait for its fsync."""
         self.stopping.set()
         self.wanted.set()
+        if self._hold_conn is not None:  # the writer's thread is done with it by now
+            self._hold_conn.close()
+            self._hold_conn = None
 
     def _wal_size(self) -> int:
         try:
@@ -97,6 +158,7 @@ class Checkpointer:
             return 0
 
     def _run(self) -> None:
+        name_os_thread("dh-checkpoint")
         conn = None
         try:
             while True:
