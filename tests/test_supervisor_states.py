@@ -1,6 +1,44 @@
 """The Supervisor's state machine, tick by tick: a real Supervisor and a real log, with fake
 processes and a fake clock (tests/fakes/procs.py, clock.py), so each case runs in
-milliseconds. tests/test_run_supervise.py keeps the same paths with real processes."""
+milliseconds. tests/test_run_supervise.py keeps a few of the same paths with real processes.
+
+Every transition of dh_cli/supervisor/states.py and the test that drives it:
+
+    STOPPED  -> STARTING  first launch           test_a_clean_run_goes_starting_running_exited
+    STARTING -> RUNNING   up for start_secs      test_a_clean_run_goes_starting_running_exited,
+                                                 test_running_waits_for_start_secs_and_the_session_row_says_running_throughout
+    STARTING -> BACKOFF   a failed start         test_a_failed_start_backs_off_from_starting
+    STARTING -> FATAL     too many failed starts test_a_harness_that_cannot_start_is_fatal_in_seconds_with_its_stderr
+    STARTING -> STOPPING  user signal            test_a_user_signal_while_starting_is_stopping_from_starting
+    STARTING -> EXITED    work ended             test_work_that_ends_within_start_secs_is_exited_from_starting
+    RUNNING  -> BACKOFF   crashed                test_a_crash_backs_off_then_resumes_with_the_plan,
+                                                 test_backoff_doubles_between_restarts,
+                                                 test_a_held_lease_relaunches_as_without_a_world
+    RUNNING  -> BACKOFF   crashed, lease stale   test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch
+                          (no relaunch after it)
+    RUNNING  -> FATAL     too many restarts      test_too_many_restarts_is_fatal,
+                                                 test_restarts_counted_in_the_log_survive_a_new_supervisor
+    RUNNING  -> EXITED    work ended             test_a_clean_run_goes_starting_running_exited,
+                                                 test_no_stall_while_the_turn_is_complete
+    RUNNING  -> EXITED    crashed, --no-supervise test_without_supervision_a_crash_is_exited_not_restarted
+    RUNNING  -> STOPPING  user signal            test_a_user_signal_is_forwarded_then_exited_without_relaunch,
+                                                 test_the_grace_before_sigkill,
+                                                 test_a_harness_that_goes_within_the_grace_gets_no_sigkill
+    RUNNING  -> STOPPING  stall                  test_a_stall_is_stopping_then_backoff_and_resume
+    RUNNING  -> STOPPING  lingering after a turn test_a_lingering_harness_is_stopped_once_its_turn_is_in_the_log
+                          (and never otherwise:  test_a_harness_is_not_stopped_as_lingering_unless_it_is)
+    RUNNING  -> STOPPING  takeover (epoch moved) test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again
+    STOPPING -> EXITED    after a user signal    test_a_user_signal_is_forwarded_then_exited_without_relaunch
+    STOPPING -> EXITED    after lingering        test_a_lingering_harness_is_stopped_once_its_turn_is_in_the_log
+    STOPPING -> BACKOFF   after a stall          test_a_stall_is_stopping_then_backoff_and_resume
+    STOPPING -> BACKOFF   after a takeover       test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again
+                          (no relaunch: lease_lost, exit 4)
+    STOPPING -> FATAL     a stall, no restarts   test_a_stall_with_no_restarts_left_is_fatal_from_stopping
+    BACKOFF  -> STARTING  delay over             test_a_crash_backs_off_then_resumes_with_the_plan,
+                                                 test_an_interactive_relaunch_gets_the_plans_env_and_typed_text
+    BACKOFF  -> EXITED    user signal            test_a_user_signal_during_backoff_is_exited_without_relaunch
+    (STARTING|RUNNING -> STOPPING, log unwritable: test_an_unwritable_log_while_the_harness_runs_never_stops_it)
+"""
 
 import signal
 from types import SimpleNamespace
@@ -14,6 +52,7 @@ from dh_cli.supervisor import states
 from dh_cli.supervisor.policy import PolicyConfig
 from dh_cli.supervisor.runner import FORWARDED, Supervisor
 from dh_cli.supervisor.spec import LaunchSpec, RunOptions
+from dh_cli.worlds.live_world import WorldLink
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 
@@ -62,18 +101,18 @@ class FakeWatchers:
         self.drains += 1
 
 
-def rig(tmp_path, scripts, complete=True, interactive=False, **opts):
+def rig(tmp_path, scripts, complete=True, interactive=False, harness="pi", **opts):
     clock = FakeClock()
     procs = FakeProcs(clock, scripts)
     world = LocalWorld(tmp_path / "dh.db")
-    session = world.create_session("pi", cwd=str(tmp_path), home=str(tmp_path / "home"), state="starting")
+    session = world.create_session(harness, cwd=str(tmp_path), home=str(tmp_path / "home"), state="starting")
     notices: list[str] = []
     run_opts = RunOptions(cwd=str(tmp_path), env={"PATH": "/bin"}, tool_grace=0, notice=notices.append,
                           **opts)
     spec = LaunchSpec(("/bin/pi",), ("-p", "x"), {"PATH": "/bin"}, str(tmp_path),
                       headless=not interactive, interactive=interactive)
     relauncher = FakeRelauncher(complete)
-    supervisor = Supervisor(world, get("pi"), session, run_opts, spec, relauncher, procs=procs,
+    supervisor = Supervisor(world, get(harness), session, run_opts, spec, relauncher, procs=procs,
                             clock=clock, watchers=FakeWatchers(clock))
     return SimpleNamespace(clock=clock, procs=procs, world=world, session=session, notices=notices,
                            relauncher=relauncher, supervisor=supervisor, t0=clock.now())
@@ -293,3 +332,147 @@ def test_the_supervisor_and_the_relaunch_plan_write_events_only_through_their_co
     for module in ("supervisor/runner.py", "supervisor/launch.py", "resume/plan.py"):
         calls = [line for line in (root / module).read_text().splitlines() if "add_event(" in line]
         assert calls and all("event.type" in line for line in calls), (module, calls)
+
+
+def test_work_that_ends_within_start_secs_is_exited_from_starting(tmp_path):
+    """A quick `-p` turn: done before start_secs, it is EXITED, never counted a failed start."""
+    r = rig(tmp_path, [Script(runs_for=0.3, rc=0)], complete=True)
+    assert r.supervisor.run([]) == 0
+    assert transitions(r) == [(states.STOPPED, S), (S, X)]
+    assert last_state(r)["outcome"] == "finished" and session_state(r) == "finished"
+    assert len(r.procs.spawned) == 1
+
+
+def test_a_failed_start_backs_off_from_starting(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=0.1, rc=1), Script(runs_for=3, rc=0)], complete=False)
+    r.relauncher.complete = lambda: len(r.procs.children) == 2
+    assert r.supervisor.run([]) == 0
+    assert transitions(r) == [(states.STOPPED, S), (S, B), (B, S), (S, R), (R, X)]
+    backoff = [e.details for e in r.world.events(r.session.id) if e.type == "state" and e.details["to"] == B]
+    assert backoff[0]["failed_start"] is True
+
+
+def test_without_supervision_a_crash_is_exited_not_restarted(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=3, rc=1)], complete=False, supervise=False)
+    assert r.supervisor.run([]) == 1
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, X)]
+    assert last_state(r)["outcome"] == "crashed" and session_state(r) == "crashed"
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
+
+
+def test_a_stall_with_no_restarts_left_is_fatal_from_stopping(tmp_path):
+    r = rig(tmp_path, [FOREVER], complete=False, stall_timeout=10, policy=PolicyConfig(max_restarts=0))
+    r.clock.after(60, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
+    assert r.supervisor.run([]) == 128 + signal.SIGTERM  # killed by dh's SIGTERM
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, P), (P, F)]
+    assert last_state(r)["outcome"] == "hung" and session_state(r) == "fatal"
+    assert len(r.procs.spawned) == 1
+
+
+# a harness that lingers after its turn (OpenCode `run`: OpenCodeWrapper.linger_after_turn) ----
+def test_a_lingering_harness_is_stopped_once_its_turn_is_in_the_log(tmp_path):
+    r = rig(tmp_path, [FOREVER], complete=True, harness="opencode")
+    grace = r.supervisor.wrapper.linger_after_turn
+    watchers = r.supervisor.watchers
+    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))  # it logged its turn
+    r.clock.after(120, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
+    assert r.supervisor.run([]) == 0  # the turn is done: nothing to resume, nothing to report
+    ((pgid, sig, at),) = r.procs.signals
+    assert (pgid, sig) == (r.procs.children[0].pgid, signal.SIGTERM)
+    assert 2 + grace < at - r.t0 <= 2 + grace + 1  # at the first tick past the grace
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, P), (P, X)]
+    stopping = [e.details for e in r.world.events(r.session.id) if e.type == "state" and e.details["to"] == P]
+    assert stopping[0]["reason"] == "finished its turn but did not exit"
+    assert last_state(r)["outcome"] == "finished" and session_state(r) == "finished"
+    types = [e.type for e in r.world.events(r.session.id)]
+    assert types.index("linger") < types.index("exited")
+    assert any("opencode finished its turn but did not exit within" in n for n in r.notices)
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
+
+
+@pytest.mark.parametrize("case", ["turn not complete", "nothing logged by this attempt", "interactive"])
+def test_a_harness_is_not_stopped_as_lingering_unless_it_is(tmp_path, case):
+    r = rig(tmp_path, [FOREVER], complete=case != "turn not complete", harness="opencode",
+            interactive=case == "interactive")
+    watchers = r.supervisor.watchers
+    if case != "nothing logged by this attempt":
+        r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))
+    r.clock.after(60, lambda: r.procs.deliver(signal.SIGTERM))  # the user ends it
+    assert r.supervisor.run([]) == 143
+    assert r.procs.signals == [(r.procs.children[0].pgid, signal.SIGTERM, r.t0 + 60)]
+    assert not [e for e in r.world.events(r.session.id) if e.type == "linger"]
+
+
+# the world's lease (worlds/live_world.py WorldLink over tenure.py and shipper.py) ----------
+class FakeTenure:
+    """tenure.Tenure as WorldLink reads it: the epoch held, `lost` once it moved."""
+
+    def __init__(self):
+        self.epoch, self.lost, self.expired, self.stopped = 3, None, False, []
+
+    def stop(self, release=True):
+        self.stopped.append(release)
+
+    def lapse(self):
+        raise AssertionError("only a hand-back lapses the lease")
+
+
+class FakeShipper:
+    def __init__(self):
+        self.fenced, self.stops = None, 0
+
+    def stop(self):
+        self.stops += 1
+        return True
+
+
+class LinkOverFakes(WorldLink):
+    """The real WorldLink (taken_over, may_relaunch, detach) on a fake lease and shipper."""
+
+    def attach(self, db_path, session_id):
+        self.session_id, self.handing_back, self._previous = session_id, False, None
+        self.tenure, self.shipper = FakeTenure(), FakeShipper()
+
+
+TAKEN = "session s1 was taken over by dh on b (epoch 3 -> 4)"
+
+
+def test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again(tmp_path):
+    link = LinkOverFakes("postgresql://fake/dh")
+    r = rig(tmp_path, [FOREVER], complete=False, link=link)
+    r.clock.after(4, lambda: setattr(link.tenure, "lost", {"reason": TAKEN}))  # the epoch moved
+    r.clock.after(120, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
+    assert r.supervisor.run([]) == 4  # as SessionLocked: another holder has it
+    assert r.procs.signals == [(r.procs.children[0].pgid, signal.SIGTERM, r.t0 + 4)]
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, P), (P, B)]
+    stopping = [e.details for e in r.world.events(r.session.id) if e.type == "state" and e.details["to"] == P]
+    assert stopping[0]["reason"] == "another machine runs the session now"
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []  # no relaunch here
+    (lost,) = [e.details for e in r.world.events(r.session.id) if e.type == "lease_lost"]
+    assert lost["reason"] == TAKEN
+    assert any(n == f"dh: not relaunching session {r.session.id}: {TAKEN}" for n in r.notices)
+    assert link._epoch() is None  # the shipper gets no epoch: nothing more reaches the world
+    assert link.tenure.stopped == [False]  # and the new holder's lease is not released
+    assert link.shipper.stops == 1
+
+
+def test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch(tmp_path):
+    link = LinkOverFakes("postgresql://fake/dh")
+    r = rig(tmp_path, [Script(runs_for=8, rc=-9)], complete=False, link=link)
+    r.clock.after(3, lambda: setattr(link.tenure, "expired", True))  # the server is unreachable
+    assert r.supervisor.run([]) == 4
+    assert r.procs.signals == []  # it ran on until it died by itself
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, B)]
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
+    (lost,) = [e.details for e in r.world.events(r.session.id) if e.type == "lease_lost"]
+    assert "could not be renewed" in lost["reason"]
+    assert link.tenure.stopped == [True]  # not lost: released (lapses anyway when unreachable)
+
+
+def test_a_held_lease_relaunches_as_without_a_world(tmp_path):
+    link = LinkOverFakes("postgresql://fake/dh")
+    r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)], link=link)
+    r.relauncher.complete = lambda: len(r.procs.children) == 2
+    assert r.supervisor.run([]) == 0
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, B), (B, S), (S, R), (R, X)]
+    assert not [e for e in r.world.events(r.session.id) if e.type == "lease_lost"]
