@@ -1,5 +1,5 @@
 """The two schemas agree: the local log's (dh_cli/worlds/migrations.py, SQLite) and the
-PostgreSQL world's (dh_cli/worlds/postgres.py), both migrated for real. A table both hold has
+PostgreSQL world's (dh_cli/worlds/postgres_schema.py), both migrated for real. A table both hold has
 the same columns, of the same kind of type, under the same key; a push copies rows between
 them column for column (worlds/sync.py), so a column one list adds and the other forgets is
 lost on the way. Every difference that is meant is written down below with its reason.
