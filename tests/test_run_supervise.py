@@ -3,9 +3,13 @@ start ends FATAL with its own stderr in the error, SIGTERM to dh leaves no proce
 a tool command that outlives the harness is settled first, an interactive run in a pty.
 
 The state machine itself (backoff, FATAL, stalls, the user's signals, the grace before
-SIGKILL, no relaunch after a user stop) is tested tick by tick in test_supervisor_states.py
-with fake processes and a fake clock; dh killed then `dh resume` (refused while the first
-harness lives) is in test_dh_kill.py, a hung real harness in tests/e2e/test_real_harnesses.py."""
+SIGKILL, no relaunch after a user stop, a harness lingering after its turn, a takeover or a
+stale lease) is tested tick by tick in test_supervisor_states.py with fake processes and a
+fake clock, every transition in milliseconds; keep this real-process layer to the few cases
+only real processes can prove (six, about 16 s under load). dh killed then `dh resume`
+(refused while the first harness lives) is in test_dh_kill.py, a hung real harness in
+tests/e2e/test_real_harnesses.py, a lingering real OpenCode in tests/e2e/test_whole_home_lost.py,
+a takeover over a real PostgreSQL in test_live_world.py."""
 
 import json
 import os
