@@ -4,10 +4,15 @@
     STARTING --(died: a failed start)--> BACKOFF | FATAL (too many failed starts)
     RUNNING  --(died: crashed)---------> BACKOFF | FATAL (too many restarts)
     RUNNING | STARTING --(user signal, stall, takeover, lingering)--> STOPPING
-    STOPPING --(exited)-----------------> EXITED (user signal) | BACKOFF (stall)
-    any      --(the work ended)---------> EXITED
+    STOPPING --(exited)-----------------> EXITED (user signal; lingering, its turn done)
+                                          | BACKOFF (stall, takeover) | FATAL (no restarts left)
+    any      --(the work ended, or died under --no-supervise)--> EXITED
     BACKOFF  --(delay over)-------------> STARTING
+    BACKOFF  --(user signal)------------> EXITED
+    BACKOFF  --(lease taken or stale)---> (no relaunch here: dh exits 4, lease_lost)
     STOPPED  --(first launch)-----------> STARTING
+
+tests/test_supervisor_states.py lists each transition with the tick-level test that drives it.
 """
 
 STOPPED = "STOPPED"  # not started yet (the state a Supervisor is made in)
