@@ -10,6 +10,7 @@ import sys
 import threading
 
 from ..errors import DhError
+from ..osthread import name_os_thread
 from ..resume.replay import replay_class
 from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
 from .scan import Rules
@@ -73,6 +74,7 @@ class WorkspaceWatcher:
         self.thread.join(timeout=STOP_WAIT)
 
     def _run(self) -> None:
+        name_os_thread("dh-workspace")
         world = None
         try:
             world = LocalWorld(self.world_path)
