@@ -26,8 +26,19 @@ class RecordFollower:
     def __init__(self, world, wrapper, session_id: str, replay: dict):
         self.world, self.wrapper, self.session_id, self.replay = world, wrapper, session_id, replay
         self.last_id, self.turn, self.names = 0, 0, {}
+        self.version = None  # PRAGMA data_version at the last look
+
+    def committed(self) -> bool:
+        """Whether another connection committed since the last look: `PRAGMA data_version`
+        costs microseconds, the records query a read of the session's index (the shipper
+        asks the same way), so an idle session costs no query every POLL."""
+        version = self.world.conn.execute("PRAGMA data_version").fetchone()[0]
+        changed, self.version = version != self.version, version
+        return changed
 
     def new(self) -> list:
+        if not self.committed():
+            return []
         rows = self.world.conn.execute(  # raw as stored, whichever column holds it (local.py)
             f"SELECT r.id, {STORED_RAW}, r.codec FROM records r JOIN sources o ON o.id = r.source_id"
             " WHERE o.session_id = ? AND r.id > ? AND r.generation = o.generation"
