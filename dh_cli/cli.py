@@ -30,8 +30,8 @@ helptypes.install()
 
 # Each command's module is imported only when that command runs, or when the whole CLI is
 # wanted (help, completion, the man pages, an unknown word): `dh run` imported every command
-# module before (demo, log views, import, world: 120 ms of its 230 ms of imports, measured
-# with -X importtime). The order here is the order of `dh --help`.
+# module before (demo, log views, import, world): 477 modules in 204 ms, now 384 in 157 ms
+# (-X importtime, bytecode cached). The order here is the order of `dh --help`.
 def _run(app: typer.Typer) -> None:
     from .commands.run import run_command
 
@@ -137,6 +137,7 @@ def app_for(argv: list[str]) -> typer.Typer:
     word = argv[0] if argv else None
     return build_app(word) if word in COMMANDS and not os.environ.get("_DH_COMPLETE") else \
         __getattr__("app")
+
 
 def _version(value: bool) -> None:
     if value:
