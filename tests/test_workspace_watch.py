@@ -1,7 +1,11 @@
-"""The snapshot thread's follower queries the records only after another connection committed."""
+"""The snapshot thread wakes only after the mirror committed, and its follower queries the
+records only after another connection committed."""
+
+import threading
 
 from dh_cli import wrappers
-from dh_cli.workspace.watch import RecordFollower
+from dh_cli.workspace.scan import Rules
+from dh_cli.workspace.watch import POLL, RecordFollower, WorkspaceWatcher
 from dh_cli.worlds.local import LocalWorld
 
 
@@ -18,3 +22,20 @@ def test_the_follower_looks_for_records_only_after_another_connection_committed(
     assert not follower.committed()
     reader.close()
     writer.close()
+
+
+def test_the_watcher_looks_only_once_the_mirror_committed_and_stops_at_once(tmp_path):
+    committed = threading.Event()
+    watcher = WorkspaceWatcher(tmp_path / "dh.db", wrappers.get("pi"), "s", str(tmp_path),
+                               rules=Rules(max_size=1, secrets=(), max_files=1), committed=committed)
+    looks = []
+    looker = threading.Thread(target=lambda: looks.append(watcher._next_look()))
+    looker.start()
+    looker.join(timeout=2 * POLL + 0.5)
+    assert looker.is_alive() and looks == []  # nothing committed: no look, however long
+    committed.set()
+    looker.join(timeout=30)
+    assert looks == [False] and not committed.is_set()  # one look for the commit, not the end
+    watcher.stop_event.set()
+    committed.set()  # what stop() does
+    assert watcher._next_look() is True
