@@ -117,6 +117,7 @@ class LiveMirror:
         self.added = 0
         self.error: BaseException | None = None
         self.stop_event = threading.Event()
+        self.committed = threading.Event()  # set by each sync that logged records (workspace/watch.py)
         self.done = threading.Event()  # the thread has let go of the log
         self.wake = Wake()
         self.poll = POLL
@@ -223,6 +224,7 @@ class LiveMirror:
     def _sync(self, mirror: SessionMirror) -> None:
         started = time.monotonic()
         if mirror.sync().added:
+            self.committed.set()
             self.last_progress = time.monotonic()
             self.pacer.synced(self.last_progress - started)
 

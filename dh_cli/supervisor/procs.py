@@ -20,6 +20,8 @@ from typing import Callable
 
 import psutil
 
+from ..osthread import name_os_thread
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
@@ -150,6 +152,7 @@ class PipeChild(Child):
         self.err_thread.start()
 
     def _pump_stderr(self) -> None:
+        name_os_thread("dh-stderr")
         fd = self.popen.stderr.fileno()
         while data := os.read(fd, 65536):
             _write_all(sys.stderr.fileno(), data)
@@ -159,6 +162,7 @@ class PipeChild(Child):
         return self.err_tail.decode("utf-8", "replace")
 
     def _pump(self) -> None:
+        name_os_thread("dh-stdout")
         fd, buffer = self.popen.stdout.fileno(), b""
         while data := os.read(fd, 65536):
             self.last_output = time.monotonic()

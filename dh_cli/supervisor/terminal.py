@@ -22,6 +22,7 @@ import threading
 import time
 import tty
 
+from ..osthread import name_os_thread
 from .procs import Child, _write_all
 
 
@@ -168,6 +169,7 @@ class PtyChild(Child):
             self.signal(signal.SIGWINCH)
 
     def _pump(self) -> None:
+        name_os_thread("dh-pty")
         watch = [self.master, self.stdin_fd]
         while not self.stop.is_set():
             try:

@@ -23,7 +23,8 @@ class AttemptWatchers:
     def launched(self, session) -> None:
         self.live.start()
         self.workspace = start_watcher(self.world.path, self.wrapper, session, self.spec.cwd,
-                                       self.opts.replay, self.opts.notice)  # dh_cli/workspace
+                                       self.opts.replay, self.opts.notice,  # dh_cli/workspace
+                                       committed=self.live.committed)
 
     @property
     def last_progress(self) -> float:

@@ -13,8 +13,10 @@ class _NoWatcher:
         pass
 
 
-def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = None, notice=None):
-    """The snapshot thread for one attempt (a no-op when [workspace] enabled = false)."""
+def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = None, notice=None,
+                  committed=None):
+    """The snapshot thread for one attempt (a no-op when [workspace] enabled = false);
+    committed: the live mirror's event, set when it logged records (else the thread polls)."""
     from .watch import WorkspaceWatcher, load_rules
 
     try:
@@ -25,7 +27,7 @@ def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = 
     except Exception:  # noqa: BLE001 - a bad config file was reported when dh started
         return _NoWatcher()
     return WorkspaceWatcher(world_path, wrapper, session.id, cwd, replay, load_rules(),
-                            notice).start()
+                            notice, committed).start()
 
 
 def restore_workspace(world, session_id: str, cwd: str, **kwargs):

@@ -10,12 +10,13 @@ import sys
 import threading
 
 from ..errors import DhError
+from ..osthread import name_os_thread
 from ..resume.replay import replay_class
 from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
 from .scan import Rules
 from .snapshot import Snapshotter
 
-POLL = 0.5  # seconds between looks at the log for newly committed records
+POLL = 0.5  # seconds at least between two looks at the log for newly committed records
 STOP_WAIT = 120.0  # how long the final snapshot may take when the attempt ends
 
 
@@ -25,8 +26,19 @@ class RecordFollower:
     def __init__(self, world, wrapper, session_id: str, replay: dict):
         self.world, self.wrapper, self.session_id, self.replay = world, wrapper, session_id, replay
         self.last_id, self.turn, self.names = 0, 0, {}
+        self.version = None  # PRAGMA data_version at the last look
+
+    def committed(self) -> bool:
+        """Whether another connection committed since the last look: `PRAGMA data_version`
+        costs microseconds, the records query a read of the session's index (the shipper
+        asks the same way), so an idle session costs no query every POLL."""
+        version = self.world.conn.execute("PRAGMA data_version").fetchone()[0]
+        changed, self.version = version != self.version, version
+        return changed
 
     def new(self) -> list:
+        if not self.committed():
+            return []
         rows = self.world.conn.execute(  # raw as stored, whichever column holds it (local.py)
             f"SELECT r.id, {STORED_RAW}, r.codec FROM records r JOIN sources o ON o.id = r.source_id"
             " WHERE o.session_id = ? AND r.id > ? AND r.generation = o.generation"
@@ -54,11 +66,12 @@ class RecordFollower:
 
 class WorkspaceWatcher:
     def __init__(self, world_path, wrapper, session_id: str, cwd: str, replay: dict | None = None,
-                 rules: Rules | None = None, notice=None):
+                 rules: Rules | None = None, notice=None, committed: threading.Event | None = None):
         self.world_path, self.wrapper, self.session_id, self.cwd = world_path, wrapper, session_id, cwd
         self.replay, self.rules = replay or {}, rules or load_rules()
         self.notice = notice or (lambda text: print(text, file=sys.stderr))
         self.stop_event = threading.Event()
+        self.committed = committed  # the live mirror sets it after each commit of records
         self.thread = threading.Thread(target=self._run, name="dh-workspace", daemon=True)
         self.taken = 0
         self.error: BaseException | None = None
@@ -70,9 +83,12 @@ class WorkspaceWatcher:
     def stop(self) -> None:
         """After the attempt: one last look at the records, a snapshot if they call for one."""
         self.stop_event.set()
+        if self.committed is not None:
+            self.committed.set()
         self.thread.join(timeout=STOP_WAIT)
 
     def _run(self) -> None:
+        name_os_thread("dh-workspace")
         world = None
         try:
             world = LocalWorld(self.world_path)
@@ -80,7 +96,7 @@ class WorkspaceWatcher:
             follower = RecordFollower(world, self.wrapper, self.session_id, self.replay)
             follower.steps()  # records from before this attempt were snapshotted then
             snapper = Snapshotter(world, self.session_id, self.cwd, self.rules)
-            while not self.stop_event.wait(POLL):
+            while not self._next_look():
                 self._take(snapper, follower)
             self._take(snapper, follower, last=True)
         except (sqlite3.Error, DhError, OSError) as exc:
@@ -90,6 +106,16 @@ class WorkspaceWatcher:
         finally:
             if world is not None:
                 world.close()
+
+    def _next_look(self) -> bool:
+        """Wait for the next look at the records; True once the attempt ends. Told by the
+        mirror, the thread sleeps while nothing is committed, then lets POLL pass so that one
+        look covers the commits of the next half second (two looks a second at most, as the
+        polling it replaces had, which woke twice a second for nothing on an idle session)."""
+        if self.committed is not None:
+            self.committed.wait()
+            self.committed.clear()
+        return self.stop_event.wait(POLL)
 
     def _take(self, snapper: Snapshotter, follower: RecordFollower, last: bool = False) -> None:
         """One snapshot covers every step committed since the last look (the files cannot be

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..errors import WorldError
+from ..osthread import name_os_thread
 from .fencing import FENCE_SETTING, fence_value, is_fenced
 
 POLL = 0.05  # seconds between looks at the local log: 50 ms of the 250 ms lag budget
@@ -53,6 +54,7 @@ class Shipper:
     def _run(self) -> None:
         from .local import LocalWorld
 
+        name_os_thread("dh-shipper")
         local = LocalWorld(self.db_path)
         state = _Link(self)
         try:
