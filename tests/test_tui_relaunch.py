@@ -12,6 +12,7 @@ import signal
 from dh_cli.models import Record
 from dh_cli.supervisor.runner import Attempt, Supervisor, classify, why_ended
 from dh_cli.supervisor.terminal import CLEAR, RESET, PtyChild, restore_screen
+from dh_cli.supervisor import tools
 from dh_cli.supervisor.tools import ToolTracker
 from dh_cli.wrappers import get
 
@@ -89,7 +90,10 @@ def test_codex_app_server_daemon_is_part_of_the_harness(tmp_path):
     assert not get("claude-code").harness_part(f"{daemon} app-server", tmp_path)
 
 
-def test_a_harness_part_is_never_a_tool_outcome():
+def test_a_harness_part_is_never_a_tool_outcome(monkeypatch):
+    # this process has no re-parented children of its own here (in a full run the test
+    # PostgreSQL's watchdog is one, and would be taken for a tool that outlived the harness)
+    monkeypatch.setattr(tools, "child_processes", lambda pid: [])
     tracker = ToolTracker(os.getpid(), is_part=lambda command: "app-server" in command)
     pid = os.getpid()
     tracker.parts[pid] = (0.0, "codex app-server")
