@@ -32,9 +32,9 @@ from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
 from tests.pg import pg_url  # noqa: F401  (fixture)
 from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
 
-from .conftest import UNSET, real_env, write_real_configs
 from .test_real_harnesses import RUN_TIMEOUT, launched_pid, logged
 from .test_workspace_e2e import SCRIPT as FILES_SCRIPT
+from .test_workspace_e2e import rig_on as machine  # a machine: its own homes, the real configs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.usefixtures("nothing_left")]
 
@@ -44,15 +44,6 @@ R = SCRIPT["replies"]
 # the session while A's resume is refused
 TAKEOVER_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=120, delay_times=1),
                                dict(R[2], delay_s=8, delay_times=1), *R[3:]]}
-
-
-def machine(tmp: Path, server: FakeModelServer, installed) -> Rig:
-    tmp.mkdir()
-    rig = Rig(tmp, server, bin_dir=tmp / "bin", extra_env=real_env(installed, tmp))
-    for name in UNSET:
-        rig.env.pop(name, None)
-    write_real_configs(rig, installed)
-    return rig
 
 
 def background(rig: Rig, *args: str, cwd: Path | None = None) -> subprocess.Popen:
