@@ -28,7 +28,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_supervisor import pct, writer  # noqa: E402
+from bench.bench_supervisor import pct, pi_session  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.supervisor.live import LiveMirror  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
@@ -65,13 +65,7 @@ def _watch_world(url: str, stop: threading.Event, seen: list) -> None:
 
 
 def lag_at(url: str, rate: int, seconds: float) -> None:
-    work = Path(tempfile.mkdtemp(prefix="dh-live-lag-"))
-    session_file = work / "sessions" / "s.jsonl"
-    session_file.parent.mkdir(parents=True)
-    session_file.write_bytes(b'{"type":"session","version":3,"id":"s1","timestamp":"x","cwd":"/"}\n')
-    world = LocalWorld(work / "dh.db")
-    session = world.create_session("pi", harness_session_id="s1", home=str(work),
-                                   native_path=str(session_file), cwd="/")
+    work, session_file, world, session = pi_session("dh-live-lag-")
     remote = PostgresWorld(url)
     epoch = acquire(remote, session.id, 15)
     local_lags, world_lags, stop = [], [], threading.Event()

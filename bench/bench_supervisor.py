@@ -58,14 +58,21 @@ def writer(path: Path, rate: int, seconds: float) -> None:
             handle.write(pi_line(n))
 
 
-def bench_lag(rate: int = 500, seconds: float = 10) -> None:
-    work = Path(tempfile.mkdtemp(prefix="dh-lag-"))
+def pi_session(prefix: str):
+    """A fresh log holding one Pi session whose file has only its header: (work, file, world,
+    session), for the lag benches to append to."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     session_file = work / "sessions" / "s.jsonl"
     session_file.parent.mkdir(parents=True)
     session_file.write_bytes(b'{"type":"session","version":3,"id":"s1","timestamp":"x","cwd":"/"}\n')
     world = LocalWorld(work / "dh.db")
     session = world.create_session("pi", harness_session_id="s1", home=str(work),
                                    native_path=str(session_file), cwd="/")
+    return work, session_file, world, session
+
+
+def bench_lag(rate: int = 500, seconds: float = 10) -> None:
+    work, session_file, world, session = pi_session("dh-lag-")
     lags = []
     original = LocalWorld.commit
 
