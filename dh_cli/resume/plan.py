@@ -71,8 +71,7 @@ def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchP
         list(spec.args), session.harness_session_id, session.native_path)
     if tui is None:
         return RelaunchPlan("relaunch", session, tuple(spec.args))
-    return RelaunchPlan("relaunch", session, tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
-                        ready=tui.ready, continues=tui.continues, note=tui.note)
+    return _from_wrapper("relaunch", tui, session=session)
 
 
 def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> RelaunchPlan:
@@ -88,8 +87,13 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
     records = current_turn(world, session, world.sources(session.id)[0])
     tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records)
-    return RelaunchPlan("resume", argv=tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
-                        ready=tui.ready, continues=tui.continues, note=tui.note, **done)
+    return _from_wrapper("resume", tui, **done)
+
+
+def _from_wrapper(mode: str, tui, **plan) -> RelaunchPlan:
+    """The plan for a TUI from its wrapper's Relaunch (wrappers/relaunch.py)."""
+    return RelaunchPlan(mode, argv=tuple(tui.argv), env=dict(tui.env), typed=tui.typed,
+                        ready=tui.ready, continues=tui.continues, note=tui.note, **plan)
 
 
 def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool) -> str | None:
