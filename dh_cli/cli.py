@@ -3,6 +3,7 @@ into one `Error:` line with a documented exit code."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
 import sys
@@ -32,76 +33,24 @@ helptypes.install()
 # wanted (help, completion, the man pages, an unknown word): `dh run` imported every command
 # module before (demo, log views, import, world): 477 modules in 204 ms, now 384 in 157 ms
 # (-X importtime, bytecode cached). The order here is the order of `dh --help`.
-def _run(app: typer.Typer) -> None:
-    from .commands.run import run_command
-
-    app.command("run", context_settings={"allow_extra_args": True,
-                                         "ignore_unknown_options": True})(run_command)
-
-
-def _resume(app: typer.Typer) -> None:
-    from .commands.run import resume_command
-
-    app.command("resume")(resume_command)
+COMMANDS = {  # name: (module in commands/, its command function or group app)
+    "run": ("run", "run_command"), "resume": ("run", "resume_command"),
+    "import": ("mirror", "import_command"), "worker": ("worker", "worker_command"),
+    "log": ("log", "app"), "doctor": ("doctor", "doctor_command"), "config": ("config", "app"),
+    "world": ("world", "app"), "shim": ("shim", "app"), "demo": ("demo", "demo_command"),
+    "workspace": ("workspace", "app"),
+}
+GROUPS = tuple(name for name, (_, attr) in COMMANDS.items() if attr == "app")
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}  # the harness's args
 
 
-def _import(app: typer.Typer) -> None:
-    from .commands.mirror import import_command
-
-    app.command("import")(import_command)
-
-
-def _worker(app: typer.Typer) -> None:
-    from .commands.worker import worker_command
-
-    app.command("worker")(worker_command)
-
-
-def _log(app: typer.Typer) -> None:
-    from .commands import log
-
-    app.add_typer(log.app, name="log")
-
-
-def _doctor(app: typer.Typer) -> None:
-    from .commands import doctor
-
-    app.command("doctor")(doctor.doctor_command)
-
-
-def _config(app: typer.Typer) -> None:
-    from .commands import config
-
-    app.add_typer(config.app, name="config")
-
-
-def _world(app: typer.Typer) -> None:
-    from .commands import world
-
-    app.add_typer(world.app, name="world")
-
-
-def _shim(app: typer.Typer) -> None:
-    from .commands import shim
-
-    app.add_typer(shim.app, name="shim")
-
-
-def _demo(app: typer.Typer) -> None:
-    from .commands import demo
-
-    app.command("demo")(demo.demo_command)
-
-
-def _workspace(app: typer.Typer) -> None:
-    from .commands import workspace
-
-    app.add_typer(workspace.app, name="workspace")
-
-
-COMMANDS = {"run": _run, "resume": _resume, "import": _import, "worker": _worker, "log": _log,
-            "doctor": _doctor, "config": _config, "world": _world, "shim": _shim, "demo": _demo,
-            "workspace": _workspace}
+def _register(app: typer.Typer, name: str) -> None:
+    module, attr = COMMANDS[name]
+    target = getattr(importlib.import_module(f"{__package__}.commands.{module}"), attr)
+    if attr == "app":
+        app.add_typer(target, name=name)
+    else:
+        app.command(name, context_settings=PASS_THROUGH if name == "run" else None)(target)
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -115,9 +64,9 @@ def build_app(only: str | None = None) -> typer.Typer:
         add_completion=True,
     )
     built.callback(invoke_without_command=True)(root)
-    for name, register in COMMANDS.items():
+    for name in COMMANDS:
         if only in (None, name):
-            register(built)
+            _register(built, name)
     return built
 
 
@@ -171,9 +120,6 @@ def report_error(exc: BaseException) -> int:
     output.error_line(f"unexpected {type(exc).__name__}: {exc}",
                       "set DH_RAISE_ERRORS=1 to see the traceback")
     return 1
-
-
-GROUPS = ("log", "config", "world", "shim", "workspace")
 
 
 def main() -> None:
