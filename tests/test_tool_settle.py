@@ -89,3 +89,51 @@ def test_a_shell_that_died_unseen_is_named_by_what_ran_on_in_its_group(tmp_path)
     (outcome,) = settle(tmp_path, signal.SIGTERM, grace=3, snapshot=False)
     assert outcome["command"] == "bash (sleep 1)"
     assert outcome["killed_by"] == signal.SIGTERM
+
+
+PART_DRIVER = textwrap.dedent("""
+    import json, os, signal, subprocess, sys, time
+    from dh_cli.supervisor.procs import become_subreaper
+    from dh_cli.supervisor.tools import ToolTracker
+
+    effect, cue = sys.argv[1], sys.argv[2]
+    become_subreaper()
+    # the "harness" starts a part of its own (as Codex's TUI starts its app-server daemon) in
+    # a session of its own; the part runs the tool command and, the moment it ends, acts on
+    # it (as the daemon records the result and asks the model for the next reply)
+    part = '''
+    import subprocess, sys
+    tool = subprocess.Popen(["bash", "-c", "sleep 1; echo once >> %s; exit 3"], start_new_session=True)
+    tool.wait()
+    open(%r, "w").write("asked for the next reply")
+    ''' % (effect, cue)
+    harness = subprocess.Popen([sys.executable, "-c", '''
+    import subprocess, sys, time
+    subprocess.Popen([sys.executable, "-c", %r, "HARNESS-PART"], start_new_session=True)
+    time.sleep(60)
+    ''' % part], start_new_session=True)
+    tracker = ToolTracker(harness.pid, is_part=lambda command: command.endswith("HARNESS-PART"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(c.startswith("bash") for _, c in tracker.seen.values()):
+        tracker.snapshot()
+        time.sleep(0.05)
+    os.killpg(harness.pid, signal.SIGKILL)
+    harness.wait()
+    outcomes = [o.to_dict() for o in tracker.settle(3.0)]
+    print(json.dumps({"outcomes": outcomes, "ended_parts": len(tracker.ended_parts)}))
+""")
+
+
+def test_a_harness_part_is_frozen_while_its_command_finishes(tmp_path):
+    """The part does nothing after the harness's death (it never acts on the command's end),
+    the command still finishes, and its exit code is read although the part was its parent."""
+    effect, cue = tmp_path / "effect.log", tmp_path / "cue"
+    done = subprocess.run([sys.executable, "-c", PART_DRIVER, str(effect), str(cue)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    (outcome,) = result["outcomes"]
+    assert outcome["command"].startswith("bash -c sleep 1")
+    assert outcome["finished"] and outcome["exit_code"] == 3
+    assert effect.read_text() == "once\n" and result["ended_parts"] == 1
+    assert not cue.exists()

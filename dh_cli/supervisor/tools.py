@@ -184,8 +184,10 @@ class ToolTracker:
     def settle(self, grace: float, poll: float = 0.05) -> list[ToolOutcome]:
         """Wait up to `grace` seconds for survivors to finish, then end the rest; one
         outcome per process group that was cut off by the harness's death."""
+        self._freeze_parts()
         adopted = self._adopted()
-        self.snapshot()  # the commands the harness's parts (now found) are running
+        self._freeze_parts()  # and those just found among the re-parented
+        self.snapshot()  # the commands the harness's parts are running
         pending = {pid: self.seen[pid][0] for pid in self.seen if _running(pid, self.seen[pid][0])}
         codes = {pid: _reap(pid) for pid in adopted if pid not in pending}  # died with the harness
         deadline = time.monotonic() + grace
@@ -193,7 +195,7 @@ class ToolTracker:
             for pid in list(pending):
                 if not _running(pid, pending[pid]):
                     del pending[pid]
-                    codes[pid] = _reap(pid)
+                    codes[pid] = _exit_code(pid)
             time.sleep(poll)
         ended = set()
         for pid in pending:
@@ -201,8 +203,25 @@ class ToolTracker:
             ended.add(self.group.get(pid, pid))
             codes[pid] = _reap(pid)
         self._end_parts()
+        for pid in codes:
+            _reap(pid)  # a frozen part's finished command, re-parented to dh when the part died
         self.done.extend(self._outcomes(codes, ended))
         return self.done
+
+    def _freeze_parts(self) -> None:
+        """Stop the harness's own parts (SIGSTOP) the moment the harness is seen dead; their
+        commands run on through the grace. A part is the harness: Codex's app-server daemon,
+        left running, took a command's end as its cue to record the result, ask the model for
+        the next reply and get it, and was then ended before it wrote that reply to the
+        rollout, so the relaunched TUI asked for it again (reply #2 served twice, 1 run in 4,
+        test_tui_kill_during_shell_tool_goes_on). Frozen, it does nothing after the kill; a
+        command it started that ends is its zombie, whose exit code dh reads from /proc."""
+        for pid, (created, _) in self.parts.items():
+            if _running(pid, created):
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
 
     def _end_parts(self) -> None:
         """The harness's own helper processes end with it, once the tool commands they ran
@@ -291,6 +310,23 @@ def _reap(pid: int) -> int | None:
     if got == 0:
         return None
     return os.waitstatus_to_exitcode(status)
+
+
+def _exit_code(pid: int) -> int | None:
+    """The exit code of a command that ended: reaped if it is dh's, else (a zombie child of
+    a frozen part, which cannot reap it) read from field 52 of /proc/<pid>/stat, the raw
+    wait status (Linux 3.5 and later)."""
+    code = _reap(pid)
+    if code is not None:
+        return code
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    if len(fields) < 50 or fields[0] != b"Z":
+        return None
+    return os.waitstatus_to_exitcode(int(fields[49]))
 
 
 def end_group(pid: int, wait: float = 1.0) -> None:

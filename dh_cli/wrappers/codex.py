@@ -265,9 +265,10 @@ class CodexWrapper(Wrapper):
         the harness, not a tool: killed with the TUI, the daemon ran the cut turn on unseen
         (seen: reply #1 completed, the write and read tools ran and the final reply came, all
         with no TUI), and `codex resume <id> <prompt>` attached to the live daemon and aborted
-        that turn anyway. So dh ends it with the TUI, once the commands it runs had their
-        grace (they die with it): the turn is cut where the TUI was killed, as with the other
-        harnesses, and the resumed TUI starts a fresh daemon that reads the rollout."""
+        that turn anyway. So dh freezes it (SIGSTOP) the moment the TUI is seen dead and ends it
+        once the commands it runs had their grace: the turn is cut where the TUI was killed,
+        as with the other harnesses, dh's repair tells the model how the cut command ended,
+        and the resumed TUI starts a fresh daemon that reads the rollout."""
         program, _, rest = command.partition(" ")
         daemons = str(Path(home) / "packages" / "app-server-daemon") + os.sep
         return program.startswith(daemons) and rest.startswith("app-server")
