@@ -86,9 +86,7 @@ def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = N
     except UnknownHarness:  # a harness this dh does not know: its calls are not priced
         return {"usd": None, "unpriced_calls": 0, "unpriced_models": []}
     total, unpriced, models = 0.0, 0, set()
-    for model, tokens_in, out, cache_read, cache_write in world.conn.execute(
-            "SELECT model, tokens_in, tokens_out, tokens_cache_read, tokens_cache_write"
-            " FROM model_calls WHERE session_id = ?", [session_id]):
+    for model, tokens_in, out, cache_read, cache_write in world.model_call_tokens(session_id):
         cost = pricer.cost(model, {"input": tokens_in, "output": out, "cache_read": cache_read,
                                    "cache_write": cache_write}, includes)
         if cost is None:

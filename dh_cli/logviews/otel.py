@@ -127,8 +127,7 @@ def emit_session(world, session, exporter) -> int:
                               id_generator=_SessionIds(s["id"]))
     provider.add_span_processor(_Batches(exporter))
     tracer = provider.get_tracer("dh")
-    first_ms, last_ms = world.conn.execute("SELECT MIN(ts), MAX(ts) FROM records WHERE session_id = ?",
-                                           [s["id"]]).fetchone()
+    first_ms, last_ms = world.ts_range(s["id"])
     start_ms = first_ms if first_ms is not None else _iso_ms(s["created_at"])
     root = tracer.start_span(f"dh session {s['id']}", start_time=start_ms * 1_000_000, attributes=_clean({
         "gen_ai.conversation.id": s["id"], "gen_ai.agent.name": s["harness"],

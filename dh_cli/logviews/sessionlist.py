@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..pricing import Pricer, session_cost
-from ..worlds.rows import STORED_RAW, decode_raw
+from ..worlds.rows import decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -27,26 +27,11 @@ class ListFilter:
     limit: int | None = None
 
 
-_SESSIONS = """
-    SELECT s.id, s.harness, s.harness_session_id, s.cwd, s.state, s.attempts, s.created_at,
-           s.updated_at, COALESCE(a.records, 0) AS records,
-           COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', a.last_ts / 1000.0, 'unixepoch'), s.updated_at)
-             AS last_activity
-    FROM sessions s LEFT JOIN (SELECT session_id, COUNT(*) AS records, MAX(ts) AS last_ts
-                               FROM records GROUP BY session_id) a ON a.session_id = s.id
-    WHERE (:harness IS NULL OR s.harness = :harness) AND (:state IS NULL OR s.state = :state)
-      AND (:cwd IS NULL OR s.cwd = :cwd OR s.cwd LIKE :under ESCAPE '\\')
-    ORDER BY last_activity DESC, s.id DESC"""
-
-
 def list_sessions(world, wanted: ListFilter) -> list[dict]:
     """Sessions, most recently active first, as plain dicts."""
     cwd = wanted.cwd.rstrip("/") or "/" if wanted.cwd else None
-    args = {"harness": wanted.harness, "state": wanted.state, "cwd": cwd,
-            "under": _like_escape(cwd.rstrip("/")) + "/%" if cwd else None}
-    cursor = world.conn.execute(_SESSIONS, args)
-    names = [d[0] for d in cursor.description]
-    rows = [dict(zip(names, row)) for row in cursor]
+    under = _like_escape(cwd.rstrip("/")) + "/%" if cwd else None
+    rows = world.session_summaries(wanted.harness, wanted.state, cwd, under)
     if wanted.since:
         rows = [r for r in rows if r["last_activity"] >= wanted.since]
     rows = rows[:wanted.limit] if wanted.limit is not None else rows
@@ -62,7 +47,7 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
 def short_prefixes(world) -> dict[str, str]:
     """For each dh id, its shortest prefix (at least MIN_PREFIX characters) that is not also
     the start of another session's dh id or harness id (`dh log show` accepts both)."""
-    rows = world.conn.execute("SELECT id, harness_session_id FROM sessions").fetchall()
+    rows = world.session_names()
     names = sorted({n for row in rows for n in row if n})
     out = {}
     for sid, native in rows:
@@ -92,9 +77,7 @@ def first_prompt(world, session_id: str, harness: str) -> str:
         wrapper, roles = get(harness), {}
     except UnknownHarness:  # a harness this dh does not know (a newer dh's log): no title
         return ""
-    rows = world.conn.execute(
-        f"SELECT {STORED_RAW}, codec FROM records WHERE session_id = ? AND kind IN ('user', 'text')"
-        " ORDER BY source_id, generation, \"offset\" LIMIT 50", [session_id])
+    rows = world.first_prompt_rows(session_id)
     for stored, codec in rows:
         p = wrapper.parse(decode_raw(stored, codec))
         if p.msg_id and p.role:

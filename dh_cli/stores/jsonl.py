@@ -52,9 +52,7 @@ class JsonlStore:
     def last_turn(self, world, session_id: str, source: Source) -> list[Record]:
         """From the last record the wrapper marked as opening a turn (`dh log show`)."""
         top = world.latest_generation(source.id)
-        start = world.conn.execute(
-            "SELECT MAX(\"offset\") FROM records WHERE source_id = ? AND generation = ?"
-            " AND turn_start = 1", [source.id, top]).fetchone()[0]
+        start = world.last_turn_start(source.id, top)
         return list(world.records(session_id, source.id, generation=top, from_offset=start or 0))
 
     def current_turn(self, world, session: Session, source: Source) -> list[Record]:

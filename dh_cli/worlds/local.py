@@ -20,6 +20,7 @@ from .base import group_marks
 from .local_conn import LocalConnection, db_error
 from .local_places import LocalPlaces, check_ref
 from .local_records import READ_ROWS, LocalRecords, insert_rows
+from .local_views import LocalViews
 from .rows import (DEFLATE, LZ4, RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, STORED_RAW, column,
                    decode_raw, encode_raw, encode_rows, record_row)
 
@@ -49,7 +50,7 @@ def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> N
                      " VALUES (?, ?, ?, ?)", [session_id, home, cwd, now_iso()])
 
 
-class LocalWorld(LocalRecords, LocalPlaces, LocalConnection):
+class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"
