@@ -137,3 +137,18 @@ def test_a_harness_part_is_frozen_while_its_command_finishes(tmp_path):
     assert outcome["finished"] and outcome["exit_code"] == 3
     assert effect.read_text() == "once\n" and result["ended_parts"] == 1
     assert not cue.exists()
+
+
+def test_claude_codes_wrapped_bash_command_is_named_by_the_command_it_evals():
+    from dh_cli import wrappers
+
+    claude = wrappers.get("claude-code")
+    home = "/home/someone/a/rather/long/project/folder/that/users/really/have/" * 3
+    script = (f"source {home}.claude/shell-snapshots/snapshot-bash-1795938940287-7u12cm.sh "
+              "2>/dev/null || true && shopt -u extglob 2>/dev/null || true && "
+              "eval 'sleep 3; echo '\\''once'\\'' >> effect.log' < /dev/null && "
+              f"pwd -P >| {home}tmp/claude-9582-cwd")
+    assert claude.tool_command(["/bin/bash", "-c", script]) == "sleep 3; echo 'once' >> effect.log"
+    assert claude.tool_command(["/bin/bash", "-c", "ls -la"]) == "/bin/bash -c ls -la"
+    assert claude.tool_command(["/bin/bash", "-c", "eval 'unclosed"]) == "/bin/bash -c eval 'unclosed"
+    assert wrappers.get("pi").tool_command(["bash", "-c", script]).startswith("bash -c source")

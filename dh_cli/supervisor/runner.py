@@ -173,7 +173,8 @@ class Supervisor:
 
     def _watch(self, child, attempt: Attempt) -> None:
         home = Path(self.session.home)
-        tracker = self.procs.tracker(child.pid, lambda command: self.wrapper.harness_part(command, home))
+        tracker = self.procs.tracker(child.pid, lambda command: self.wrapper.harness_part(command, home),
+                                     self.wrapper.tool_command)
         snapped, stopping = -SNAPSHOT_EVERY, False
         while (rc := child.wait_exit(self._tick(), self.wake_fd)) is None:
             now = self.clock.now()

@@ -43,9 +43,9 @@ class Procs:
     def signal_group(self, pgid: int, sig: int) -> None:
         signal_group(pgid, sig)
 
-    def tracker(self, pid: int, is_part):
+    def tracker(self, pid: int, is_part, tool_command=" ".join):
         """The tool commands (children) of the harness pid: see tools.py."""
-        return ToolTracker(pid, is_part)
+        return ToolTracker(pid, is_part, tool_command)
 
     def end_descendants(self) -> int:
         """End and reap every process dh started that still lives (dh is stopping)."""

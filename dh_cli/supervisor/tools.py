@@ -48,16 +48,16 @@ def clip(command: str) -> str:
     return f"{command[:half]} … {command[-half:]}"
 
 
-def _describe(proc: psutil.Process) -> tuple[float, str] | None:
-    """(create time, command line); the command line is "" once the process is a zombie."""
+def _describe(proc: psutil.Process) -> tuple[float, list[str]] | None:
+    """(create time, argv); argv is [] once the process is a zombie."""
     try:
         created = proc.create_time()
     except psutil.Error:
         return None
     try:
-        return created, clip(" ".join(proc.cmdline()))
+        return created, proc.cmdline()
     except psutil.ZombieProcess:
-        return created, ""
+        return created, []
     except psutil.Error:
         return None
 
@@ -123,8 +123,13 @@ class ToolTracker:
     get SIGHUP from their terminal: the effect may be cut half-way even if a child such as
     `sleep` runs on), or dh had to end the group after the grace period."""
 
-    def __init__(self, harness_pid: int, is_part: Callable[[str], bool] = lambda command: False):
+    def __init__(self, harness_pid: int, is_part: Callable[[str], bool] = lambda command: False,
+                 tool_command: Callable[[list[str]], str] = " ".join):
         self.harness_pid = harness_pid
+        # What the user would call the command (the wrapper knows how its harness wraps
+        # one: Claude Code's `bash -c source <snapshot> … eval '<command>' … pwd -P >| <file>`
+        # held the command in its middle, which a clip of the whole line can cut out)
+        self.tool_command = tool_command
         # Processes of the harness itself that run apart from it (the wrapper names them,
         # e.g. Codex's app-server daemon): never a tool, never reported to the model as one.
         # Their own children are the harness's tool commands.
@@ -140,11 +145,18 @@ class ToolTracker:
         """Note the process, or refresh its command line: one first seen between fork and
         exec still shows its parent's (or none)."""
         if (info := _describe(proc)) and info[1]:
-            if self.is_part(info[1]):
-                self.parts[proc.pid] = info
+            if self._is_part(proc.pid, info):
                 return
-            self.seen[proc.pid] = info
+            self.seen[proc.pid] = (info[0], clip(self.tool_command(info[1])))
             self.group[proc.pid] = _pgid(proc.pid)
+
+    def _is_part(self, pid: int, info: tuple[float, list[str]]) -> bool:
+        """True for a part of the harness, noted as one."""
+        command = clip(" ".join(info[1]))
+        if self.is_part(command):
+            self.parts[pid] = (info[0], command)
+            return True
+        return False
 
     def snapshot(self) -> None:
         """Remember the harness's direct children (its tool commands), whatever their group."""
@@ -162,12 +174,12 @@ class ToolTracker:
             if child.pid == self.harness_pid or child.pid in self.parts:
                 continue
             info = _describe(child)
-            if info and info[1] and self.is_part(info[1]):
-                self.parts[child.pid] = info
+            if info and info[1] and self._is_part(child.pid, info):
                 continue
             if info and info[0] >= time.time() - 86400 and (info[1] or child.pid not in self.seen):
                 # a zombie not seen alive (it died with the harness) is known by its name
-                self.seen[child.pid] = info if info[1] else (info[0], _name(child))
+                shown = clip(self.tool_command(info[1])) if info[1] else _name(child)
+                self.seen[child.pid] = (info[0], shown)
                 if not info[1]:
                     self.name_only.add(child.pid)
                 self.group[child.pid] = _pgid(child.pid)

@@ -285,6 +285,11 @@ class Wrapper:
         the tool commands it runs had their grace. None by default."""
         return False
 
+    def tool_command(self, argv: list[str]) -> str:
+        """A tool process's command as the user would name it, from its argv: the whole
+        command line unless the harness wraps the user's command in set-up of its own."""
+        return " ".join(argv)
+
     def document_edit(self, call: ToolCall, result):
         """The document edit (dh_cli/documents) a tool call made, given its result; None for
         a call that edits none (see wrappers/documents.py)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import uuid
 from pathlib import Path
 
@@ -332,6 +333,20 @@ class ClaudeWrapper(Wrapper):
         return bool(rows) and rows[-1].kind in ("user", "tool_result") and not rows[-1].synthetic
 
     # repairing a cut tool call -------------------------------------------------------------
+    def tool_command(self, argv: list[str]) -> str:
+        """Claude Code (2.1.197, 2.1.332) runs a Bash tool's command as `bash -c "source
+        <shell snapshot> … && eval '<command>' < /dev/null && pwd -P >| <cwd file>"`: the
+        command is the word after `eval`. With a long home the whole line's clip had cut it
+        out (seen under pytest-xdist's longer temp folders)."""
+        if len(argv) < 3 or argv[1] != "-c" or "eval " not in argv[2]:
+            return " ".join(argv)
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:  # not the shape above
+            return " ".join(argv)
+        at = words.index("eval") if "eval" in words else -1
+        return words[at + 1] if 0 <= at < len(words) - 1 else " ".join(argv)
+
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """A `user` tool_result row (is_error) for a dangling tool_use: see claude_repair.py."""
         return repair_lines(records, call, text)

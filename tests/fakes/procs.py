@@ -93,7 +93,7 @@ class FakeProcs:
             if child.pgid == pgid:
                 child.receive(sig)
 
-    def tracker(self, pid: int, is_part):
+    def tracker(self, pid: int, is_part, tool_command=" ".join):
         return FakeTracker()
 
     def end_descendants(self) -> int:
