@@ -1,0 +1,405 @@
+"""The shared mirror: ONE process per log (dh.db) mirrors the native files of every live
+session whose `dh run` handed it over, with one thread, one inotify descriptor, one database
+connection and one checkpoint thread, instead of one mirror thread (and its cold wake-ups)
+in each `dh run`. Measured before it was built (bench/bench_shared_mirror.py): 179-185 us
+per record and 0.11-0.12 cores at 32 x 20/s and 128 x 5/s, against 604-1,294 us and 0.80
+cores with one mirror per `dh run`. Sessions whose id dh must discover by cwd and time
+(a Launch) stay in the `dh run` process: only sessions the log can locate are handed over.
+
+Started on demand by the first `dh run` that needs it (shared_client.py), detached in a
+session of its own: `python -m dh_cli.mirror.shared_server DB`. It holds `DB.mirror.lock`
+(flock) for its whole life, so there is one server per log, and listens on `DB.mirror.sock`
+(0600, every peer's uid checked with SO_PEERCRED). It exits IDLE_EXIT s after its last
+client left.
+
+The handover (one writer per session, nothing lost, whoever dies). The log is the truth: a
+source's offset is committed in the same transaction as its records (tailer.py), so whoever
+mirrors next starts from what is committed, and a record is never logged twice.
+  (a) Hold. A client connects, sends `hold` (session, wrapper, folders) and waits for `held`.
+      From `held` on, the server is the session's only writer and the client writes none of
+      its records. One connection carries one session for one attempt.
+  (b) The server dies (even SIGKILL). The kernel closes the client's socket only when the
+      server's last thread is gone, so when the client reads EOF nothing of the server can
+      write any more; the client then mirrors the session in-process (LiveMirror) from the
+      committed offset. Any connection the server closes itself it has let go of first (the
+      session is out of its tables before the close), and a session the server cannot mirror
+      (an unexpected error) is let go of the same way: the client takes it back.
+  (c) The client dies. The server reads EOF, syncs the session once more (what the harness
+      wrote so far) and lets it go. A later `hold` of the same session (a `dh resume`, which
+      holds the session lock the dead client had) first ends the old holder the same way.
+  (d) Release. At the end of an attempt the client sends `release`; the server lets the
+      session go and answers `released` with the offsets it committed, then closes. Only then
+      does the client run the final drain (supervisor/watchers.py prepare_sync) itself. A
+      client that gets no `held` or `released` in time kills the server (same uid, its pid
+      from SO_PEERCRED) and waits for EOF, which is (b).
+What the supervisor needs back: `progress` (when records were last committed: stall
+detection, the workspace watcher's wake-up) at most once per PROGRESS_EVERY per session, and
+`notice` lines (a full disk, the log writable again) as the in-process mirror prints them."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import socket
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from .. import wrappers
+from ..errors import LogDbError
+from ..osthread import name_os_thread
+from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, RETRY_FOR, locate, open_mirror
+from ..util import now_iso
+from ..worlds.checkpoint import Checkpointer
+from ..worlds.local import LocalWorld, db_error
+from .inotify import Inotify
+from .pacing import Pacer
+from .shared_wire import Lines, encode, listen, lock_path, same_user, socket_path
+
+IDLE_EXIT = 5.0  # seconds without a client before the server exits
+# A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
+# and every message wakes a thread in the client, which is what the server is there to save
+PROGRESS_EVERY = 1.0
+
+
+class Held:
+    """One session the server mirrors, for the one client connection that handed it over."""
+
+    def __init__(self, message: dict):
+        self.session_id = str(message["session"])
+        self.wrapper = wrappers.get(str(message["wrapper"]))
+        self.dirs = [Path(d) for d in message.get("dirs") or []]
+        self.native_id = message.get("native_id")
+        self.mirror = None
+        self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
+        self.due = 0.0  # the next sync without an event (monotonic)
+        self.located = time.monotonic()
+        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
+        self.progress_at: float | None = None  # records committed since the last report
+        self.reported = 0.0
+        self.wds: set[int] = set()
+
+    def positions(self) -> dict:
+        if self.mirror is None:
+            return {}
+        return {relpath: t.source.offset for relpath, t in self.mirror.tailers.items()}
+
+
+class Conn:
+    def __init__(self, sock: socket.socket):
+        self.sock, self.lines, self.held = sock, Lines(), None
+
+
+class Server:
+    def __init__(self, db: Path):
+        self.db = db
+        self.listener = listen(socket_path(db))
+        self.inotify = Inotify()
+        self.conns: dict[int, Conn] = {}
+        self.by_session: dict[str, Conn] = {}
+        self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
+        self.dirty: set[Conn] = set()
+        self.world = None
+        self.checkpointer = Checkpointer(db)
+        self.pacer = Pacer()
+        self.idle_since: float | None = time.monotonic()
+
+    # the loop ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        self.checkpointer.start()
+        try:
+            while not self._idle_too_long():
+                self._once()
+        finally:
+            self._shut()
+
+    def _idle_too_long(self) -> bool:
+        now = time.monotonic()
+        if self.conns:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
+        return self.idle_since is not None and now - self.idle_since > IDLE_EXIT
+
+    def _once(self) -> None:
+        fds = [self.listener.fileno(), self.inotify.fd, *self.conns]
+        ready, _, _ = select.select(fds, [], [], self._timeout())
+        for fd in ready:
+            if fd == self.listener.fileno():
+                self._accept()
+            elif fd == self.inotify.fd:
+                self._changed()
+            elif fd in self.conns:
+                self._read(self.conns[fd])
+        now = time.monotonic()
+        due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now}
+        for conn in self.dirty | due:
+            if conn.held is not None:
+                self._sync(conn)
+        self.dirty.clear()
+        self._report()
+
+    def _timeout(self) -> float:
+        """Until the next poll of a session or the next progress report (or the idle exit)."""
+        now = time.monotonic()
+        deadlines = [now + IDLE_EXIT]
+        for conn in self.conns.values():
+            if conn.held is not None:
+                deadlines.append(conn.held.due)
+                if conn.held.progress_at is not None:
+                    deadlines.append(conn.held.reported + PROGRESS_EVERY)
+        return max(0.0, min(deadlines) - now)
+
+    def _changed(self) -> None:
+        """Files changed: the sessions watching those folders sync. While records stream in,
+        let a few more arrive first (mirror/pacing.py), as the in-process mirror does."""
+        touched = self.inotify.drain()
+        window = self.pacer.window()
+        if window > 0:
+            time.sleep(window)
+            touched |= self.inotify.drain()
+        for wd in touched:
+            self.dirty |= self.watching.get(wd) or self._adopt(wd)
+
+    def _adopt(self, wd: int) -> set[Conn]:
+        """A folder the inotify watcher followed by itself (created inside a watched one,
+        e.g. Codex's dated folders) wakes the sessions watching a folder above it."""
+        path = self.inotify.folders.get(wd)
+        if path is None:
+            return set()
+        folder = os.fsdecode(path)
+        conns = {c for c in self.conns.values() if c.held is not None
+                 and any(folder.startswith(f"{d}{os.sep}") for d in c.held.dirs)}
+        if conns:
+            self.watching[wd] = conns
+            for conn in conns:
+                conn.held.wds.add(wd)
+        return conns
+
+    # clients ----------------------------------------------------------------------------
+    def _accept(self) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return
+        if not same_user(sock):
+            sock.close()  # only the log's owner may hand it sessions
+            return
+        sock.setblocking(False)
+        self.conns[sock.fileno()] = Conn(sock)
+
+    def _read(self, conn: Conn) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._client_gone(conn)
+            return
+        try:
+            messages = conn.lines.feed(data)
+        except ValueError:
+            messages = [{"op": "?"}]
+        for message in messages:
+            self._handle(conn, message)
+            if conn.sock.fileno() < 0:
+                return
+
+    def _handle(self, conn: Conn, message: dict) -> None:
+        op = message.get("op") if isinstance(message, dict) else None
+        if op == "hold" and conn.held is None:
+            self._hold(conn, message)
+        elif op == "native_id" and conn.held is not None:
+            conn.held.native_id = str(message["id"])
+            self.dirty.add(conn)
+        elif op == "release" and conn.held is not None:
+            held = self._let_go(conn)
+            self._send(conn, {"op": "released", "committed": held.positions(),
+                              "progress_at": held.progress_at})
+            self._close(conn)
+        else:
+            self._drop(conn)  # a client that breaks the protocol gets its session back
+
+    def _hold(self, conn: Conn, message: dict) -> None:
+        try:
+            held = Held(message)
+        except (KeyError, TypeError, ValueError, LookupError):
+            self._close(conn)
+            return
+        old = self.by_session.get(held.session_id)
+        if old is not None:  # its client died (the new one holds the session lock): (c)
+            self._client_gone(old)
+        conn.held = held
+        self.by_session[held.session_id] = conn
+        for folder in held.dirs:
+            self._watch(conn, folder)
+        if self._send(conn, {"op": "held"}):
+            self.dirty.add(conn)
+
+    def _client_gone(self, conn: Conn) -> None:
+        """(c): the client died or hung up: log what was written, then let the session go."""
+        if conn.held is not None:
+            self._sync(conn)
+        self._drop(conn)
+
+    def _send(self, conn: Conn, message: dict) -> bool:
+        """Never blocks the loop; a client that cannot take a whole message gets its session
+        back (the connection is closed once the session is out of the tables)."""
+        data = encode(message)
+        try:
+            sent = conn.sock.send(data)
+        except OSError:
+            sent = -1
+        if sent != len(data):
+            self._drop(conn)
+            return False
+        return True
+
+    def _let_go(self, conn: Conn) -> Held:
+        held, conn.held = conn.held, None
+        if self.by_session.get(held.session_id) is conn:
+            del self.by_session[held.session_id]
+        for wd in held.wds:
+            users = self.watching.get(wd, set())
+            users.discard(conn)
+            if not users:
+                self.watching.pop(wd, None)
+                self.inotify.remove(wd)
+        return held
+
+    def _drop(self, conn: Conn) -> None:
+        if conn.held is not None:
+            self._let_go(conn)
+        self._close(conn)
+
+    def _close(self, conn: Conn) -> None:
+        self.conns.pop(conn.sock.fileno(), None)
+        self.dirty.discard(conn)
+        conn.sock.close()
+
+    def _watch(self, conn: Conn, folder: Path) -> None:
+        wd = self.inotify.add(str(folder))
+        if wd is not None:
+            self.watching.setdefault(wd, set()).add(conn)
+            conn.held.wds.add(wd)
+
+    # mirroring --------------------------------------------------------------------------
+    def _open_world(self):
+        if self.world is None:
+            world = LocalWorld(self.db)
+            world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
+            world.checkpoint_elsewhere(self.checkpointer)
+            self.world = world
+        return self.world
+
+    def _sync(self, conn: Conn) -> None:
+        held = conn.held
+        try:
+            self._step(conn, self._open_world())
+        except (sqlite3.Error, LogDbError) as exc:
+            self._failed(conn, exc)  # the harness keeps running; start again from the log
+            self._reset_world()
+        except Exception as exc:  # noqa: BLE001 - the client takes the session back: (b)
+            self._send(conn, {"op": "notice", "text": f"dh: the shared mirror let go of the "
+                                                      f"session ({type(exc).__name__}: {exc})"})
+            self._drop(conn)
+            return
+        held.due = time.monotonic() + (RETRY if held.failing else held.poll)
+
+    def _step(self, conn: Conn, world) -> None:
+        held = conn.held
+        if held.mirror is None:
+            held.mirror = open_mirror(world, held.wrapper, held.session_id, held.native_id, None)
+            self._watch_sources(conn)
+        elif time.monotonic() - held.located > RELOCATE:
+            native = locate(held.wrapper, held.mirror.session, held.native_id)
+            if native is not None:  # e.g. Claude subagent transcripts
+                held.mirror.track(native)
+                self._watch_sources(conn)
+            held.located = time.monotonic()
+        if held.mirror is not None:
+            started = time.monotonic()
+            if held.mirror.sync().added:
+                held.progress_at = time.monotonic()
+                self.pacer.synced(held.progress_at - started)
+        if held.failing:
+            self._recovered(conn, world)
+
+    def _watch_sources(self, conn: Conn) -> None:
+        if conn.held.mirror is not None:
+            for path in conn.held.mirror.watched_paths():
+                self._watch(conn, path.parent)
+
+    def _failed(self, conn: Conn, exc: BaseException) -> None:
+        held = conn.held
+        if held is not None and held.failing is None:
+            error = db_error(exc, self.db) if isinstance(exc, sqlite3.Error) else exc
+            held.failing = (now_iso(), time.monotonic(), str(error))
+            self._send(conn, {"op": "notice", "text": f"dh: {error}; the harness keeps running, "
+                                                      "and dh keeps trying to log it"})
+
+    def _recovered(self, conn: Conn, world) -> None:
+        since, started, error = conn.held.failing
+        world.add_event(conn.held.session_id, "log_write_failed", {
+            "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
+        conn.held.failing = None
+        self._send(conn, {"op": "notice", "text": "dh: the log can be written again; mirroring has caught up"})
+
+    def _reset_world(self) -> None:
+        """A failed write was rolled back: every session starts again from the log, on a
+        fresh connection (a tailer's offsets may be ahead of what was committed)."""
+        world, self.world = self.world, None
+        try:
+            if world is not None:
+                world.close()
+        except sqlite3.Error:
+            pass
+        for conn in self.conns.values():
+            if conn.held is not None:
+                conn.held.mirror = None
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.conns.values()):
+            held = conn.held
+            if held is not None and held.progress_at is not None and now - held.reported >= PROGRESS_EVERY:
+                at, held.progress_at, held.reported = held.progress_at, None, now
+                self._send(conn, {"op": "progress", "at": at})
+
+    def _shut(self) -> None:
+        """Only the lock's holder unlinks the socket; a client still in the listen queue reads
+        EOF before any `held` and mirrors in-process."""
+        try:
+            os.unlink(socket_path(self.db))
+        except OSError:
+            pass
+        self.listener.close()
+        self.checkpointer.stop()
+        self._reset_world()
+
+
+def main(argv: list[str]) -> int:
+    db = Path(argv[0]).resolve()
+    name_os_thread("dh-shared")
+    os.chdir("/")  # hold no folder of the session that started it
+    lock = os.open(lock_path(db), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another server mirrors this log
+    os.ftruncate(lock, 0)
+    os.write(lock, str(os.getpid()).encode())
+    try:
+        os.unlink(socket_path(db))  # a dead server's
+    except FileNotFoundError:
+        pass
+    Server(db).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
