@@ -50,7 +50,8 @@ def ensure_server(db: Path) -> bool:
     take turns (a spawn lock), so that 32 `dh run`s started together start one server, and
     no client probes the server's lock while the server it started is taking it."""
     sock = socket_path(db)
-    with open(f"{db}.mirror.spawn", "a") as turn:
+    turn = os.open(f"{db}.mirror.spawn", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
         fcntl.flock(turn, fcntl.LOCK_EX)
         if _server_running(db) and sock.exists():
             return True
@@ -59,6 +60,8 @@ def ensure_server(db: Path) -> bool:
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         return sock.exists()
+    finally:
+        os.close(turn)
 
 
 def _spawn(db: Path) -> None:

@@ -42,49 +42,19 @@ import fcntl
 import os
 import select
 import socket
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
-from .. import wrappers
-from ..errors import LogDbError
 from ..osthread import name_os_thread
-from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, RETRY_FOR, locate, open_mirror
-from ..util import now_iso
-from ..worlds.checkpoint import Checkpointer
-from ..worlds.local import LocalWorld, db_error
 from .inotify import Inotify
-from .pacing import Pacer
+from .shared_sessions import Held, SessionMirrors
 from .shared_wire import Lines, encode, listen, lock_path, same_user, socket_path
 
 IDLE_EXIT = 5.0  # seconds without a client before the server exits
 # A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
 # and every message wakes a thread in the client, which is what the server is there to save
 PROGRESS_EVERY = 1.0
-
-
-class Held:
-    """One session the server mirrors, for the one client connection that handed it over."""
-
-    def __init__(self, message: dict):
-        self.session_id = str(message["session"])
-        self.wrapper = wrappers.get(str(message["wrapper"]))
-        self.dirs = [Path(d) for d in message.get("dirs") or []]
-        self.native_id = message.get("native_id")
-        self.mirror = None
-        self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
-        self.due = 0.0  # the next sync without an event (monotonic)
-        self.located = time.monotonic()
-        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
-        self.progress_at: float | None = None  # records committed since the last report
-        self.reported = 0.0
-        self.wds: set[int] = set()
-
-    def positions(self) -> dict:
-        if self.mirror is None:
-            return {}
-        return {relpath: t.source.offset for relpath, t in self.mirror.tailers.items()}
 
 
 class Conn:
@@ -101,14 +71,13 @@ class Server:
         self.by_session: dict[str, Conn] = {}
         self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
         self.dirty: set[Conn] = set()
-        self.world = None
-        self.checkpointer = Checkpointer(db)
-        self.pacer = Pacer()
+        self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
+                                      lambda held, message: self._send(held.owner, message))
         self.idle_since: float | None = time.monotonic()
 
     # the loop ---------------------------------------------------------------------------
     def serve(self) -> None:
-        self.checkpointer.start()
+        self.mirrors.start()
         try:
             while not self._idle_too_long():
                 self._once()
@@ -135,9 +104,7 @@ class Server:
                 self._read(self.conns[fd])
         now = time.monotonic()
         due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now}
-        for conn in self.dirty | due:
-            if conn.held is not None:
-                self._sync(conn)
+        self._sync([c.held for c in self.dirty | due if c.held is not None])
         self.dirty.clear()
         self._report()
 
@@ -156,7 +123,7 @@ class Server:
         """Files changed: the sessions watching those folders sync. While records stream in,
         let a few more arrive first (mirror/pacing.py), as the in-process mirror does."""
         touched = self.inotify.drain()
-        window = self.pacer.window()
+        window = self.mirrors.pacer.window()
         if window > 0:
             time.sleep(window)
             touched |= self.inotify.drain()
@@ -226,7 +193,7 @@ class Server:
 
     def _hold(self, conn: Conn, message: dict) -> None:
         try:
-            held = Held(message)
+            held = Held(message, conn)
         except (KeyError, TypeError, ValueError, LookupError):
             self._close(conn)
             return
@@ -234,6 +201,7 @@ class Server:
         if old is not None:  # its client died (the new one holds the session lock): (c)
             self._client_gone(old)
         conn.held = held
+        self.mirrors.held.add(held)
         self.by_session[held.session_id] = conn
         for folder in held.dirs:
             self._watch(conn, folder)
@@ -243,7 +211,7 @@ class Server:
     def _client_gone(self, conn: Conn) -> None:
         """(c): the client died or hung up: log what was written, then let the session go."""
         if conn.held is not None:
-            self._sync(conn)
+            self._sync([conn.held])
         self._drop(conn)
 
     def _send(self, conn: Conn, message: dict) -> bool:
@@ -261,6 +229,7 @@ class Server:
 
     def _let_go(self, conn: Conn) -> Held:
         held, conn.held = conn.held, None
+        self.mirrors.held.discard(held)
         if self.by_session.get(held.session_id) is conn:
             del self.by_session[held.session_id]
         for wd in held.wds:
@@ -288,79 +257,14 @@ class Server:
             conn.held.wds.add(wd)
 
     # mirroring --------------------------------------------------------------------------
-    def _open_world(self):
-        if self.world is None:
-            world = LocalWorld(self.db)
-            world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
-            world.checkpoint_elsewhere(self.checkpointer)
-            self.world = world
-        return self.world
-
-    def _sync(self, conn: Conn) -> None:
-        held = conn.held
-        try:
-            self._step(conn, self._open_world())
-        except (sqlite3.Error, LogDbError) as exc:
-            self._failed(conn, exc)  # the harness keeps running; start again from the log
-            self._reset_world()
-        except Exception as exc:  # noqa: BLE001 - the client takes the session back: (b)
-            self._send(conn, {"op": "notice", "text": f"dh: the shared mirror let go of the "
-                                                      f"session ({type(exc).__name__}: {exc})"})
-            self._drop(conn)
+    def _sync(self, sessions: list[Held]) -> None:
+        if not sessions:
             return
-        held.due = time.monotonic() + (RETRY if held.failing else held.poll)
-
-    def _step(self, conn: Conn, world) -> None:
-        held = conn.held
-        if held.mirror is None:
-            held.mirror = open_mirror(world, held.wrapper, held.session_id, held.native_id, None)
-            self._watch_sources(conn)
-        elif time.monotonic() - held.located > RELOCATE:
-            native = locate(held.wrapper, held.mirror.session, held.native_id)
-            if native is not None:  # e.g. Claude subagent transcripts
-                held.mirror.track(native)
-                self._watch_sources(conn)
-            held.located = time.monotonic()
-        if held.mirror is not None:
-            started = time.monotonic()
-            if held.mirror.sync().added:
-                held.progress_at = time.monotonic()
-                self.pacer.synced(held.progress_at - started)
-        if held.failing:
-            self._recovered(conn, world)
-
-    def _watch_sources(self, conn: Conn) -> None:
-        if conn.held.mirror is not None:
-            for path in conn.held.mirror.watched_paths():
-                self._watch(conn, path.parent)
-
-    def _failed(self, conn: Conn, exc: BaseException) -> None:
-        held = conn.held
-        if held is not None and held.failing is None:
-            error = db_error(exc, self.db) if isinstance(exc, sqlite3.Error) else exc
-            held.failing = (now_iso(), time.monotonic(), str(error))
-            self._send(conn, {"op": "notice", "text": f"dh: {error}; the harness keeps running, "
-                                                      "and dh keeps trying to log it"})
-
-    def _recovered(self, conn: Conn, world) -> None:
-        since, started, error = conn.held.failing
-        world.add_event(conn.held.session_id, "log_write_failed", {
-            "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
-        conn.held.failing = None
-        self._send(conn, {"op": "notice", "text": "dh: the log can be written again; mirroring has caught up"})
-
-    def _reset_world(self) -> None:
-        """A failed write was rolled back: every session starts again from the log, on a
-        fresh connection (a tailer's offsets may be ahead of what was committed)."""
-        world, self.world = self.world, None
-        try:
-            if world is not None:
-                world.close()
-        except sqlite3.Error:
-            pass
-        for conn in self.conns.values():
-            if conn.held is not None:
-                conn.held.mirror = None
+        for held in self.mirrors.sync(sessions):  # the client takes the session back: (b)
+            if held.owner.held is held:
+                self._send(held.owner, {"op": "notice", "text": "dh: the shared mirror let go of "
+                                                               "the session after an unexpected error"})
+                self._drop(held.owner)
 
     def _report(self) -> None:
         now = time.monotonic()
@@ -378,8 +282,7 @@ class Server:
         except OSError:
             pass
         self.listener.close()
-        self.checkpointer.stop()
-        self._reset_world()
+        self.mirrors.stop()
 
 
 def main(argv: list[str]) -> int:
