@@ -9,7 +9,9 @@ Measures
             reading dh.db every --poll seconds first sees it committed: p50 / p90 / p99 / max
             (resolution: the poll interval)
   dh CPU    CPU seconds of the dh processes (their rusage from wait4, minus what each writer
-            reports for itself), total and as cores busy over the run; and the same after
+            reports for itself, plus the shared mirror's process, read from /proc once the
+            last `dh run` has exited, while the server lingers), total and as cores busy over
+            the run; and the same after
             taking off each process's fixed cost (start-up, launch, final checks), measured
             in the same run as the median of 3 `dh run`s over a writer of no records
   floor     the per-record CPU of a bare Python loop committing the same records to SQLite
@@ -23,6 +25,9 @@ Measures
             steady cost of the seconds it already mirrored taken off. With --single, one
             session at the same rate, in the same run: what the other writers add per record
             (lock waits, page caches that every other process's commit invalidates).
+Modes: `dh run` hands its session to the shared mirror (dh_cli/mirror/shared_server.py, the
+default); --in-process runs with DH_SHARED_MIRROR=0 (each `dh run` mirrors in its own
+process); --baseline runs both, the same load, in the same run.
 A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
 checks that nothing is lost and nothing fails on a lock).
 Run: python bench/bench_load.py [--sessions 32 --rate 200 --seconds 60]"""
