@@ -23,7 +23,9 @@ from ..supervisor.live import LiveMirror
 from .shared_wire import Lines, connect, encode, lock_path, peer, socket_path
 
 CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in ~0.2 s)
-HOLD_WAIT = 10.0  # seconds for `held`; then the server is killed (see _force)
+# seconds for `held`; then the server is killed (see _force). A server waits for the write
+# lock as long as a supervisor does, so a long write by another dh delays its answer
+HOLD_WAIT = 30.0
 RELEASE_WAIT = 120.0  # seconds for `released` (the server may wait on a lock another dh holds)
 GONE_WAIT = 30.0  # seconds for a killed server's socket to close
 

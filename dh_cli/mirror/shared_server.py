@@ -14,7 +14,8 @@ client left.
 
 The handover (one writer per session, nothing lost, whoever dies). The log is the truth: a
 source's offset is committed in the same transaction as its records (tailer.py), so whoever
-mirrors next starts from what is committed, and a record is never logged twice.
+mirrors next starts from what is committed, and a record is never logged twice (the log's
+unique index on source, generation and offset would refuse it, as a LogConflict).
   (a) Hold. A client connects, sends `hold` (session, wrapper, folders) and waits for `held`.
       From `held` on, the server is the session's only writer and the client writes none of
       its records. One connection carries one session for one attempt.
