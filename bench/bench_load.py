@@ -79,6 +79,7 @@ class LoadResult:
     wal_peak: int = 0
     split: dict | None = None  # SteadySplit.figures()
     server_cpu: float = 0.0  # the shared mirror's CPU seconds (part of dh_cpu)
+    steady_lags: list = field(default_factory=list)  # lags of the records appended in the steady window
     rate: float = 0.0
 
     def lag(self, q: float) -> float:
@@ -108,6 +109,7 @@ class LagPoller:
     def __init__(self, db: Path, interval: float):
         self.db, self.interval = db, interval
         self.lags: list[float] = []
+        self.appended: list[float] = []  # each lag's append time (epoch seconds)
         self.seen = 0
         self.last_id = 0
         self.wal_peak = 0
@@ -144,7 +146,9 @@ class LagPoller:
             raw = decode_raw(raw, codec)
             if b'"customType":"load"' not in raw:
                 continue
-            self.lags.append(now - json.loads(raw)["data"]["t"])
+            appended = json.loads(raw)["data"]["t"]
+            self.lags.append(now - appended)
+            self.appended.append(appended)
             self.first_seen.setdefault(session_id, now)
             self.load_seen += 1
         self.seen += len(rows)
@@ -203,7 +207,7 @@ class SteadySplit:
         steady_per_s = sum(cpu1.values()) - sum(cpu0.values())
         steady_per_s /= (t1 - t0) * self.sessions  # CPU seconds per second, one session
         mirrored = statistics.fmean(t0 - at for at in self.poller.first_seen.values())
-        return {"records": records, "seconds": t1 - t0, "us_per_record": sum(threads.values()),
+        return {"records": records, "seconds": t1 - t0, "window": (t0, t1), "us_per_record": sum(threads.values()),
                 "threads_us": threads, "cores": steady_per_s * self.sessions,
                 "startup_s": statistics.fmean(pids0) - steady_per_s * mirrored}
 
@@ -259,6 +263,9 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
     total_cpu += result.server_cpu
     result.split = split.figures()
     result.lags = poller.finish()
+    if result.split is not None:  # the lags of the records appended between the two marks
+        t0, t1 = result.split["window"]
+        result.steady_lags = [lag for lag, at in zip(poller.lags, poller.appended) if t0 <= at <= t1]
     result.wal_peak = poller.wal_peak
     result.writer_cpu = sum(float(x) for x in cpu_file.read_text().split()) if cpu_file.exists() else 0.0
     result.dh_cpu = total_cpu - result.writer_cpu
@@ -380,6 +387,11 @@ def report(result: LoadResult, fixed: float, floors: dict, single: LoadResult | 
     print(f"mirror lag (append -> committed, poll {poll * 1000:g} ms): p50 {lag['p50']:.0f} ms, "
           f"p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, max {lag['max']:.0f} ms "
           f"({lag['samples']:,} samples)")
+    if result.steady_lags:
+        ordered = sorted(result.steady_lags)
+        print(f"mirror lag of the records appended in the steady window (after every session's start-up): "
+              f"p50 {ordered[len(ordered) // 2] * 1000:.0f} ms, p99 {ordered[int(0.99 * (len(ordered) - 1))] * 1000:.0f} ms, "
+              f"max {ordered[-1] * 1000:.0f} ms ({len(ordered):,} samples)")
     per_record = result.dh_cpu / max(1, result.logged_records) * 1e6
     print(f"dh CPU, all in: {result.dh_cpu:.1f} s over {result.wall:.1f} s wall = "
           f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
