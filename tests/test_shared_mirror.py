@@ -144,6 +144,21 @@ def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home):
     native = next(Path(home.root / "pi-agent").rglob("*.jsonl"))
     writer = next(p for p in psutil.Process(run.pid).children(recursive=True)
                   if str(WRITER) in " ".join(p.cmdline()))
+    try:
+        _kill_the_client_while_the_server_is_behind(home, run, server, writer, native)
+    finally:  # a failed wait must not leave a frozen writer or server behind
+        for proc in (writer, psutil.Process(server) if alive(server) else None):
+            try:
+                proc and proc.resume()
+            except psutil.Error:
+                pass
+    session_id, = home.sessions()
+    done = home.resume(session_id)
+    assert done.returncode == 0, done.stderr.decode()[-800:]
+    assert home.check_exactly_once() == 400 + 3
+
+
+def _kill_the_client_while_the_server_is_behind(home, run, server, writer, native) -> None:
     # the server, frozen, has not seen the lines written meanwhile; the writer is frozen too
     # so that what is written is known when the client dies
     os.kill(server, signal.SIGSTOP)
@@ -160,10 +175,6 @@ def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home):
     # a server still holding the session would keep its connection and never exit
     wait_for(lambda: not alive(server), "the server exiting once it let go of its last session", WAIT)
     assert home.logged() == written
-    session_id, = home.sessions()
-    done = home.resume(session_id)
-    assert done.returncode == 0, done.stderr.decode()[-800:]
-    assert home.check_exactly_once() == 400 + 3
 
 
 def test_two_clients_on_two_sessions_through_one_server(home):
