@@ -9,7 +9,9 @@ Measures
             reading dh.db every --poll seconds first sees it committed: p50 / p90 / p99 / max
             (resolution: the poll interval)
   dh CPU    CPU seconds of the dh processes (their rusage from wait4, minus what each writer
-            reports for itself), total and as cores busy over the run; and the same after
+            reports for itself, plus the shared mirror's process, read from /proc once the
+            last `dh run` has exited, while the server lingers), total and as cores busy over
+            the run; and the same after
             taking off each process's fixed cost (start-up, launch, final checks), measured
             in the same run as the median of 3 `dh run`s over a writer of no records
   floor     the per-record CPU of a bare Python loop committing the same records to SQLite
@@ -23,6 +25,9 @@ Measures
             steady cost of the seconds it already mirrored taken off. With --single, one
             session at the same rate, in the same run: what the other writers add per record
             (lock waits, page caches that every other process's commit invalidates).
+Modes: `dh run` hands its session to the shared mirror (dh_cli/mirror/shared_server.py, the
+default); --in-process runs with DH_SHARED_MIRROR=0 (each `dh run` mirrors in its own
+process); --baseline runs both, the same load, in the same run.
 A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
 checks that nothing is lost and nothing fails on a lock).
 Run: python bench/bench_load.py [--sessions 32 --rate 200 --seconds 60]"""
@@ -48,8 +53,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from floor import commit_floor, pi_load_lines  # noqa: E402
-from proc_cpu import thread_cpu, total_cpu  # noqa: E402
+from load_report import report  # noqa: E402
+from proc_cpu import process_cpu, thread_cpu, total_cpu  # noqa: E402
 
+from dh_cli.mirror.shared_wire import server_pid  # noqa: E402
 from dh_cli.resume.rebuild import source_bytes  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, decode_raw  # noqa: E402
 
@@ -72,6 +79,8 @@ class LoadResult:
     db_bytes: int = 0
     wal_peak: int = 0
     split: dict | None = None  # SteadySplit.figures()
+    server_cpu: float = 0.0  # the shared mirror's CPU seconds (part of dh_cpu)
+    steady_lags: list = field(default_factory=list)  # lags of the records appended in the steady window
     rate: float = 0.0
 
     def lag(self, q: float) -> float:
@@ -101,6 +110,7 @@ class LagPoller:
     def __init__(self, db: Path, interval: float):
         self.db, self.interval = db, interval
         self.lags: list[float] = []
+        self.appended: list[float] = []  # each lag's append time (epoch seconds)
         self.seen = 0
         self.last_id = 0
         self.wal_peak = 0
@@ -137,7 +147,9 @@ class LagPoller:
             raw = decode_raw(raw, codec)
             if b'"customType":"load"' not in raw:
                 continue
-            self.lags.append(now - json.loads(raw)["data"]["t"])
+            appended = json.loads(raw)["data"]["t"]
+            self.lags.append(now - appended)
+            self.appended.append(appended)
             self.first_seen.setdefault(session_id, now)
             self.load_seen += 1
         self.seen += len(rows)
@@ -155,8 +167,10 @@ class SteadySplit:
     WARM = 1.0  # seconds after every session's first record
     END = 1.0  # seconds before the first writer ends
 
-    def __init__(self, poller: LagPoller, pids: list[int], sessions: int, seconds: float):
+    def __init__(self, poller: LagPoller, pids: list[int], sessions: int, seconds: float,
+                 server=lambda: None):
         self.poller, self.pids, self.sessions, self.seconds = poller, pids, sessions, seconds
+        self.server = server  # the shared mirror's pid once it runs (its threads: "server ...")
         self.marks: list[tuple[float, int, object, list]] = []  # (time, load rows, threads, per pid)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -178,7 +192,10 @@ class SteadySplit:
 
     def _mark(self) -> None:
         per_pid = [sum(thread_cpu(pid).values()) for pid in self.pids]
-        self.marks.append((time.time(), self.poller.load_seen, total_cpu(self.pids), per_pid))
+        threads = total_cpu(self.pids)
+        if (server := self.server()) is not None:
+            threads.update({f"server {k}": v for k, v in thread_cpu(server).items()})
+        self.marks.append((time.time(), self.poller.load_seen, threads, per_pid))
 
     def figures(self) -> dict | None:
         self.stop.set()
@@ -191,14 +208,14 @@ class SteadySplit:
         steady_per_s = sum(cpu1.values()) - sum(cpu0.values())
         steady_per_s /= (t1 - t0) * self.sessions  # CPU seconds per second, one session
         mirrored = statistics.fmean(t0 - at for at in self.poller.first_seen.values())
-        return {"records": records, "seconds": t1 - t0, "us_per_record": sum(threads.values()),
+        return {"records": records, "seconds": t1 - t0, "window": (t0, t1), "us_per_record": sum(threads.values()),
                 "threads_us": threads, "cores": steady_per_s * self.sessions,
                 "startup_s": statistics.fmean(pids0) - steady_per_s * mirrored}
 
 
 def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: int = 100,
              poll: float = 0.02, workdir: Path | None = None, quiet: bool = False,
-             page_size: int | None = None) -> LoadResult:
+             page_size: int | None = None, shared: bool = True) -> LoadResult:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dh-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     dh_home = workdir / "dh-home"
@@ -207,7 +224,8 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
     env = {**os.environ, "DH_HOME": str(dh_home), "PI_CODING_AGENT_DIR": str(workdir / "pi-agent"),
            "XDG_CONFIG_HOME": str(workdir / "config"), "DH_PI_BIN": f"{sys.executable} {WRITER}",
            "DH_WRITER_RATE": str(rate), "DH_WRITER_RECORDS": str(int(rate * seconds)),
-           "DH_WRITER_PAD": str(pad), "DH_WRITER_CPU_FILE": str(cpu_file), "DH_RAISE_ERRORS": ""}
+           "DH_WRITER_PAD": str(pad), "DH_WRITER_CPU_FILE": str(cpu_file), "DH_RAISE_ERRORS": "",
+           "DH_SHARED_MIRROR": "1" if shared else "0"}
     if page_size:  # an experiment: the page size of the new log (dh's own: local.PAGE_SIZE)
         db.parent.mkdir(parents=True, exist_ok=True)
         with sqlite3.connect(db) as conn:
@@ -226,7 +244,8 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
                                 cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err)
         procs.append((proc, err))
-    split = SteadySplit(poller, [proc.pid for proc, _ in procs], sessions, seconds).start()
+    split = SteadySplit(poller, [proc.pid for proc, _ in procs], sessions, seconds,
+                        server=lambda: server_pid(db)).start()
     result = LoadResult(sessions)
     total_cpu = 0.0
     for proc, err in procs:
@@ -241,8 +260,13 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
         if "locked" in text:
             result.locked_failures += 1
     result.wall = time.monotonic() - started
+    result.server_cpu = process_cpu(server_pid(db)) if shared else 0.0  # it lingers IDLE_EXIT s
+    total_cpu += result.server_cpu
     result.split = split.figures()
     result.lags = poller.finish()
+    if result.split is not None:  # the lags of the records appended between the two marks
+        t0, t1 = result.split["window"]
+        result.steady_lags = [lag for lag, at in zip(poller.lags, poller.appended) if t0 <= at <= t1]
     result.wal_peak = poller.wal_peak
     result.writer_cpu = sum(float(x) for x in cpu_file.read_text().split()) if cpu_file.exists() else 0.0
     result.dh_cpu = total_cpu - result.writer_cpu
@@ -265,13 +289,14 @@ def run_load(sessions: int = 32, rate: float = 200, seconds: float = 60, pad: in
     return result
 
 
-def fixed_cost(workdir: Path, runs: int = 3) -> float:
+def fixed_cost(workdir: Path, runs: int = 3, shared: bool = True) -> float:
     """Median CPU seconds of one `dh run` whose harness writes no load record: what a session
-    costs whatever its rate (interpreter start-up, imports, launch, the final checks)."""
+    costs whatever its rate (interpreter start-up, imports, launch, the final checks); the
+    `dh run` process only (a shared mirror started for it is shared by every session)."""
     costs = []
     for n in range(runs):
-        result = run_load(1, 1, 0, workdir=workdir / f"fixed-{n}", quiet=True)
-        costs.append(result.dh_cpu)
+        result = run_load(1, 1, 0, workdir=workdir / f"fixed-{n}", quiet=True, shared=shared)
+        costs.append(result.dh_cpu - result.server_cpu)
     return statistics.median(costs)
 
 
@@ -289,26 +314,6 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def print_split(result: LoadResult, floors: dict, single: LoadResult | None) -> None:
-    split = result.split
-    if split is None:
-        print("steady state: no window (the run is too short for its start-up; give --seconds 20 or more)")
-        return
-    threads = ", ".join(f"{name} {us:.0f}" for name, us in
-                        sorted(split["threads_us"].items(), key=lambda item: -item[1]))
-    print(f"start-up per session (launch, imports, first sync; before the warm-up mark): "
-          f"{split['startup_s']:.2f} s CPU")
-    print(f"steady state ({split['records']:,} records over {split['seconds']:.1f} s after warm-up): "
-          f"{split['us_per_record']:.0f} us per record ({split['cores']:.2f} cores); by thread: {threads}")
-    print(f"floor, same run: {floors['tight']['cpu_us']:.0f} us per commit back to back, "
-          f"{floors['paced']['cpu_us']:.0f} us per commit paced at {result.rate:g}/s (cold caches); "
-          f"dh steady / paced floor: {split['us_per_record'] / floors['paced']['cpu_us']:.1f}x")
-    if single is not None and single.split is not None:
-        alone = single.split["us_per_record"]
-        print(f"one session alone at the same rate, same run: {alone:.0f} us per record steady; "
-              f"what the other {result.sessions - 1} writers add: {split['us_per_record'] - alone:.0f} us per record")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=32)
@@ -318,6 +323,11 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.02, help="seconds between lag polls")
     parser.add_argument("--single", action="store_true",
                         help="also run one session at the same rate (the multi-writer baseline)")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also run the same load with each dh run mirroring in-process "
+                             "(DH_SHARED_MIRROR=0), in the same run")
+    parser.add_argument("--in-process", action="store_true",
+                        help="only the in-process mirror (DH_SHARED_MIRROR=0)")
     parser.add_argument("--page-size", type=int, help="an experiment: the new log's page size")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--no-bytecode-cache", action="store_true",
@@ -330,41 +340,21 @@ def main() -> None:
           f"on one dh.db ({os.cpu_count()} CPUs); bytecode "
           f"{'not written (PYTHONDONTWRITEBYTECODE)' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'cached'}; "
           f"load average {load_average()}", flush=True)
-    result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll, workdir / "load",
-                      quiet=True, page_size=args.page_size)
-    result.rate = args.rate
-    after = load_average()
-    single = run_load(1, args.rate, args.seconds, args.pad, args.poll, workdir / "single",
-                      quiet=True, page_size=args.page_size) if args.single else None
-    fixed = fixed_cost(workdir)
+    modes = [not args.in_process] + ([False] if args.baseline and not args.in_process else [])
     lines = pi_load_lines(5000, args.pad)
     floors = {"tight": commit_floor(lines, workdir),
               "paced": commit_floor(lines[:int(min(400, args.rate * 4))], workdir, rate=args.rate)}
-    figures = result.to_dict()
-    lag = figures["lag_ms"]
-    print(f"records: {result.native_records:,} native, {result.logged_records:,} logged, "
-          f"lost {result.lost}, sessions whose log differs from the native file: "
-          f"{result.mismatched_sessions}")
-    print(f"'database is locked' failures: {result.locked_failures}; failed dh runs: "
-          f"{len(result.failed_runs)}")
-    print(f"mirror lag (append -> committed, poll {args.poll * 1000:g} ms): p50 {lag['p50']:.0f} ms, "
-          f"p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, max {lag['max']:.0f} ms "
-          f"({lag['samples']:,} samples)")
-    per_record = result.dh_cpu / max(1, result.logged_records) * 1e6
-    print(f"dh CPU, all in: {result.dh_cpu:.1f} s over {result.wall:.1f} s wall = "
-          f"{result.dh_cpu / result.wall:.2f} cores ({result.dh_cpu / result.sessions:.2f} s per "
-          f"session, {per_record:.0f} us per record); writers: {result.writer_cpu:.1f} s")
-    steady = result.dh_cpu - fixed * result.sessions
-    steady_per_record = steady / max(1, result.logged_records) * 1e6
-    print(f"fixed cost of one dh run (no records, median of 3, same run): {fixed:.2f} s CPU; without it: "
-          f"{steady:.1f} s = {steady / result.wall:.2f} cores, {steady_per_record:.0f} us per record")
-    print_split(result, floors, single)
-    print(f"dh/floor (back to back): {per_record / floors['tight']['cpu_us']:.1f}x all in")
-    print(f"log size: {result.db_bytes / 1e6:.1f} MB; largest WAL seen: {result.wal_peak / 1e6:.1f} MB"
-          f"{f' (one session alone: {single.wal_peak / 1e6:.1f} MB)' if single else ''}")
-    print(f"load average: {after} at the end of the load run, {load_average()} at the end")
-    for failure in result.failed_runs[:5]:
-        print("failed:", failure)
+    for shared in modes:
+        name = "shared mirror" if shared else "in-process mirror (DH_SHARED_MIRROR=0)"
+        print(f"--- {name}", flush=True)
+        result = run_load(args.sessions, args.rate, args.seconds, args.pad, args.poll,
+                          workdir / f"load-{int(shared)}", quiet=True, page_size=args.page_size, shared=shared)
+        result.rate = args.rate
+        after = load_average()
+        single = run_load(1, args.rate, args.seconds, args.pad, args.poll, workdir / f"single-{int(shared)}",
+                          quiet=True, page_size=args.page_size, shared=shared) if args.single else None
+        report(result, fixed_cost(workdir / f"fixed-{int(shared)}", shared=shared), floors, single, args.poll)
+        print(f"load average: {after} at the end of the load run, {load_average()} at the end", flush=True)
 
 
 if __name__ == "__main__":

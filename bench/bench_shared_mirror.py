@@ -4,9 +4,9 @@ folder of its own) append at a fixed rate; ONE process tails all of them into on
 dh's own Tailer (one inotify descriptor, one thread, one connection, a commit per session
 with records, as the per-process mirror does), and the bench reads its CPU from /proc in the
 steady state (between the same marks as bench_load.py) and the lag with bench_load's poller.
-Not wired into `dh run`: a real shared mirror also needs the handover (a thin client that
-survives the mirror's death and the other way round, one writer per session); see the note in
-bench_load.py's report.
+The real one, with the handover that makes it safe, is dh_cli/mirror/shared_server.py, and
+bench_load.py measures it under `dh run`; this stays as the cost of tailing alone (one
+commit per session per wake-up, no socket, no handover).
 
 Run: python bench/bench_shared_mirror.py [--sessions 32 --rate 20 --seconds 30]"""
 

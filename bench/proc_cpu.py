@@ -36,3 +36,15 @@ def total_cpu(pids: list[int]) -> Counter:
     for pid in pids:
         total.update(thread_cpu(pid))
     return total
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds so far of the whole process, its ended threads included (0 once gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK

@@ -30,12 +30,15 @@ WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
 class Run:
     """`dh run pi` over the tiny Pi-format writer: `records` entries at `rate` per second."""
 
-    def __init__(self, tmp: Path, dh_home: Path, records: int = 300, rate: float = 40):
+    def __init__(self, tmp: Path, dh_home: Path, records: int = 300, rate: float = 40, **env):
         self.tmp, self.dh_home = tmp, dh_home
         (tmp / "proj").mkdir(exist_ok=True)
         self.env = {**os.environ, "DH_HOME": str(dh_home), "PI_CODING_AGENT_DIR": str(tmp / "pi-agent"),
                     "DH_PI_BIN": f"{sys.executable} {WRITER}", "DH_WRITER_RECORDS": str(records),
-                    "DH_WRITER_RATE": str(rate), "DH_RAISE_ERRORS": ""}
+                    "DH_WRITER_RATE": str(rate), "DH_RAISE_ERRORS": "",
+                    # the limit is put on the `dh run` process: it must be the log's writer
+                    # (the shared mirror's case: tests/test_shared_mirror_disk.py)
+                    "DH_SHARED_MIRROR": "0", **env}
         LocalWorld(dh_home / "dh.db").close()  # the log exists before the disk fills
         self.proc = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "pi", "--", "-p", "go"],
                                      cwd=tmp / "proj", env=self.env, stdin=subprocess.DEVNULL,

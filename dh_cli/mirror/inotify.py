@@ -24,27 +24,33 @@ MAX_WATCHES = 4096  # a bound for one session's watches (a flood of new folders 
 
 
 class Inotify:
-    def __init__(self, folder: str):
+    def __init__(self, folder: str | None = None):
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         self.folders: dict[int, bytes] = {}
-        if not self.add(folder):
+        if folder is not None and not self.add(folder):
             os.close(self.fd)
             raise OSError(ctypes.get_errno(), f"cannot watch {folder}")
 
-    def add(self, folder) -> bool:
-        """Watch one more folder (again for a folder already watched: no change). Safe from
-        another thread: inotify_add_watch is one system call on the descriptor."""
+    def add(self, folder) -> int | None:
+        """Watch one more folder (again for a folder already watched: no change); its watch
+        descriptor (never 0), or None. Safe from another thread: inotify_add_watch is one
+        system call on the descriptor."""
         if len(self.folders) >= MAX_WATCHES:
-            return False
+            return None
         path = os.fsencode(folder)
         wd = self.libc.inotify_add_watch(self.fd, path, MASK)
         if wd < 0:
-            return False
+            return None
         self.folders[wd] = path
-        return True
+        return wd
+
+    def remove(self, wd: int) -> None:
+        """Stop watching one folder (the shared mirror, once no session it holds lives there)."""
+        if self.folders.pop(wd, None) is not None:
+            self.libc.inotify_rm_watch(self.fd, wd)
 
     def wait(self, timeout: float, also: int | None = None) -> bool:
         """True when something changed (events are drained); False on timeout or `also`."""
@@ -55,23 +61,28 @@ class Inotify:
         self.drain()
         return True
 
-    def drain(self) -> None:
-        """Read the events that are there (without waiting), following new folders."""
+    def drain(self) -> set[int]:
+        """Read the events that are there (without waiting), following new folders.
+        Returns the watches that had events."""
+        touched: set[int] = set()
         try:
             while data := os.read(self.fd, 65536):
-                self._follow_new_folders(data)
+                touched |= self._follow_new_folders(data)
         except BlockingIOError:
             pass
+        return touched
 
-    def _follow_new_folders(self, data: bytes) -> None:
-        at = 0
+    def _follow_new_folders(self, data: bytes) -> set[int]:
+        at, touched = 0, set()
         while at + EVENT.size <= len(data):
             wd, mask, _, length = EVENT.unpack_from(data, at)
+            touched.add(wd)
             name = data[at + EVENT.size:at + EVENT.size + length].rstrip(b"\0")
             at += EVENT.size + length
             parent = self.folders.get(wd)
             if mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO) and parent is not None:
                 self._add_tree(os.path.join(parent, name))
+        return touched
 
     def _add_tree(self, folder: bytes) -> None:
         """The new folder and what was made inside it before its watch existed."""

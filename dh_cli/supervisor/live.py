@@ -241,12 +241,8 @@ class LiveMirror:
         self.failing = None
         self.notice("dh: the log can be written again; mirroring has caught up")
 
-    def _locate(self, session):
-        return self.wrapper.locate(Path(session.home), self.native_id or session.harness_session_id,
-                                   Path(session.native_path) if session.native_path else None)
-
     def _track_new_files(self, world, mirror: SessionMirror) -> None:
-        native = self._locate(mirror.session)
+        native = locate(self.wrapper, mirror.session, self.native_id)
         if native is not None:
             mirror.track(native)
             self._watch_sources(mirror)
@@ -260,25 +256,15 @@ class LiveMirror:
                 watcher.add(str(path.parent))
 
     def _mirror(self, world) -> SessionMirror | None:
-        session = world.get_session(self.session_id)
-        if self.native_id and not session.harness_session_id:
-            # Read from the harness's output before its file can be found: keep it now, so a
-            # dh killed meanwhile still lets `dh resume` find what the harness wrote.
-            world.update_session(session.id, harness_session_id=self.native_id)
-            session = world.get_session(self.session_id)
-        native = self._locate(session)
-        if native is None and not self.native_id:
-            native = launched_native(world, self.wrapper, session, self.launch)
-        if native is None:
-            return None
-        if native.harness_session_id and native.harness_session_id != session.harness_session_id:
-            world.update_session(session.id, harness_session_id=native.harness_session_id,
-                                 native_path=str(native.sources[0].path), cwd=session.cwd or native.cwd)
-            session = world.get_session(self.session_id)
-        mirror = SessionMirror(world, self.wrapper, session)
-        mirror.track(native)
-        self._watch_sources(mirror)
+        mirror = open_mirror(world, self.wrapper, self.session_id, self.native_id, self.launch)
+        if mirror is not None:
+            self._watch_sources(mirror)
         return mirror
+
+    def found_id(self, native_id: str) -> None:
+        """The harness printed its session id: find its file at once."""
+        self.native_id = native_id
+        self.wake.set()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -287,6 +273,35 @@ class LiveMirror:
         self.checkpointer.stop()
         if finished:  # else the thread may still select on the pipe: leave it open
             self.wake.close()
+
+
+def locate(wrapper, session, native_id: str | None):
+    return wrapper.locate(Path(session.home), native_id or session.harness_session_id,
+                          Path(session.native_path) if session.native_path else None)
+
+
+def open_mirror(world, wrapper, session_id: str, native_id: str | None,
+                launch: Launch | None) -> SessionMirror | None:
+    """The mirror of the session's native files, once they can be found (None before);
+    used by the in-process mirror and by the shared one (mirror/shared_server.py)."""
+    session = world.get_session(session_id)
+    if native_id and not session.harness_session_id:
+        # Read from the harness's output before its file can be found: keep it now, so a
+        # dh killed meanwhile still lets `dh resume` find what the harness wrote.
+        world.update_session(session.id, harness_session_id=native_id)
+        session = world.get_session(session_id)
+    native = locate(wrapper, session, native_id)
+    if native is None and not native_id:
+        native = launched_native(world, wrapper, session, launch)
+    if native is None:
+        return None
+    if native.harness_session_id and native.harness_session_id != session.harness_session_id:
+        world.update_session(session.id, harness_session_id=native.harness_session_id,
+                             native_path=str(native.sources[0].path), cwd=session.cwd or native.cwd)
+        session = world.get_session(session_id)
+    mirror = SessionMirror(world, wrapper, session)
+    mirror.track(native)
+    return mirror
 
 
 def _close(world) -> None:

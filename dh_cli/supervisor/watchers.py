@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..mirror import shared_wire
+from ..mirror.shared_client import SharedMirror, ensure_server
 from ..workspace import start_watcher
 from .live import Launch, LiveMirror, launched_native
 
@@ -14,11 +16,22 @@ class AttemptWatchers:
     def __init__(self, world, wrapper, opts, spec):
         self.world, self.wrapper, self.opts, self.spec = world, wrapper, opts, spec
         self.live = self.launch = self.workspace = None
+        self.shared = shared_wire.enabled() and _started(world.path)
+
+    def _shared(self, folders) -> bool:
+        return self.shared and self.launch is None and bool(folders)
 
     def before_launch(self, session) -> None:
         self.launch = self._launch_info(session)
-        self.live = LiveMirror(self.world.path, self.wrapper, session.id, self._watch_dirs(session),
-                               notice=self.opts.notice, launch=self.launch)
+        folders = self._watch_dirs(session)
+        if self._shared(folders):
+            # the shared mirror (mirror/shared_server.py); a session found by cwd and time
+            # (a Launch) stays in this process
+            self.live = SharedMirror(self.world.path, self.wrapper, session.id, folders,
+                                     notice=self.opts.notice)
+        else:
+            self.live = LiveMirror(self.world.path, self.wrapper, session.id, folders,
+                                   notice=self.opts.notice, launch=self.launch)
 
     def launched(self, session) -> None:
         self.live.start()
@@ -33,8 +46,7 @@ class AttemptWatchers:
     def found_id(self, native_id: str) -> None:
         """The harness printed its session id: the mirror can find its file at once."""
         if self.live.native_id is None:
-            self.live.native_id = native_id
-            self.live.wake.set()
+            self.live.found_id(native_id)
 
     def knows_id(self) -> bool:
         return self.live.native_id is not None
@@ -69,6 +81,15 @@ class AttemptWatchers:
             return folders
         except OSError:
             return None
+
+
+def _started(db: Path) -> bool:
+    """The shared mirror runs (started now if not), before dh becomes a subreaper: a server
+    that dies later is not started again by this dh (its sessions are mirrored in-process)."""
+    try:
+        return ensure_server(Path(db).resolve())
+    except OSError:
+        return False
 
 
 def prepare_sync(world, wrapper, session, native_id: str | None = None,

@@ -1,0 +1,223 @@
+"""The `dh run` side of the shared mirror (the design and the handover are in
+shared_server.py): hand the attempt's session to the server, hear its progress, take the
+session back into an in-process LiveMirror when the server is gone, and release it before
+the final drain. It has LiveMirror's interface (start, stop, found_id, last_progress,
+committed, error), so the supervisor cannot tell the two apart.
+
+Whatever fails before the server says `held` (no server, a server that cannot start, another
+user's socket) leaves the session to the in-process mirror, exactly as without the setting."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..osthread import name_os_thread
+from ..supervisor.live import LiveMirror
+from .shared_wire import Lines, connect, encode, lock_path, peer, socket_path
+
+CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in ~0.2 s)
+# seconds for `held`; then the server is killed (see _force). A server waits for the write
+# lock as long as a supervisor does, so a long write by another dh delays its answer
+HOLD_WAIT = 30.0
+RELEASE_WAIT = 120.0  # seconds for `released` (the server may wait on a lock another dh holds)
+GONE_WAIT = 30.0  # seconds for a killed server's socket to close
+
+
+def _server_running(db: Path) -> bool:
+    """Whether a server holds the log's mirror lock (a probe that lets go at once)."""
+    try:
+        fd = os.open(lock_path(db), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def ensure_server(db: Path) -> bool:
+    """Start the log's server unless one runs; True once its socket is there. Called before
+    dh becomes a child subreaper (supervisor/runner.py), and double-forked, so the server is
+    never a descendant of dh (never taken for a tool, never ended with dh's children). Clients
+    take turns (a spawn lock), so that 32 `dh run`s started together start one server, and
+    no client probes the server's lock while the server it started is taking it."""
+    sock = socket_path(db)
+    turn = os.open(f"{db}.mirror.spawn", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        if _server_running(db) and sock.exists():
+            return True
+        _spawn(db)
+        deadline = time.monotonic() + CONNECT_WAIT
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return sock.exists()
+    finally:
+        os.close(turn)
+
+
+def _spawn(db: Path) -> None:
+    argv = [sys.executable, "-m", "dh_cli.mirror.shared_server", str(db)]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the intermediate child: only system calls, then exec
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, 65536)
+                os.chdir("/")
+                os.execv(argv[0], argv)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+class SharedMirror:
+    def __init__(self, world_path: Path, wrapper, session_id: str, watch_dirs: list[Path],
+                 notice=None):
+        self.world_path, self.wrapper, self.session_id = world_path, wrapper, session_id
+        self.db = Path(world_path).resolve()  # the server's name for the log (its socket's)
+        self.watch_dirs = list(watch_dirs)
+        self.notice = notice or (lambda text: print(text, file=sys.stderr))
+        self.native_id: str | None = None
+        self.progress = time.monotonic()
+        self.committed = threading.Event()  # set on each progress report (workspace/watch.py)
+        self.error: BaseException | None = None
+        self.local: LiveMirror | None = None  # the in-process mirror, when the server has not the session
+        self.sock: socket.socket | None = None
+        self.server: int | None = None  # its pid, from SO_PEERCRED
+        self.held, self.released = threading.Event(), threading.Event()
+        self.committed_at_release: dict | None = None  # the server's offsets in `released`
+        self.lock = threading.Lock()  # the takeover against found_id and stop
+        self.releasing = False
+        self.reader = threading.Thread(target=self._read, name="dh-shared-cl", daemon=True)
+
+    @property
+    def last_progress(self) -> float:
+        local = self.local
+        return max(self.progress, local.last_progress) if local is not None else self.progress
+
+    @property
+    def shared(self) -> bool:
+        """Whether the server mirrors the session now (for the tests and the bench)."""
+        return self.held.is_set() and self.local is None
+
+    def start(self) -> "SharedMirror":
+        try:
+            self._hold()
+        except (OSError, ValueError):
+            if self.sock is None:  # never reached a server: nothing of it can hold the session
+                self._take_back()
+        return self
+
+    def _hold(self) -> None:
+        sock = connect(socket_path(self.db), CONNECT_WAIT)  # no server: in-process (start)
+        self.server, uid = peer(sock)
+        if uid != os.getuid():
+            sock.close()
+            raise OSError("the shared mirror's socket belongs to another user")
+        sock.settimeout(None)
+        with self.lock:  # found_id sends nothing before the hold
+            self.sock = sock
+            self.reader.start()
+            try:
+                sock.sendall(encode({"op": "hold", "session": self.session_id, "wrapper": self.wrapper.name,
+                                     "dirs": [str(d) for d in self.watch_dirs], "native_id": self.native_id}))
+            except OSError:
+                pass  # the reader sees the socket close and takes the session back
+        if not self.held.wait(HOLD_WAIT):
+            self._force()
+
+    def _read(self) -> None:
+        name_os_thread("dh-shared-cl")
+        lines = Lines()
+        try:
+            while data := self.sock.recv(65536):
+                for message in lines.feed(data):
+                    self._heard(message)
+        except (OSError, ValueError):
+            pass  # a broken connection is a closed one
+        self._gone()
+
+    def _heard(self, message: dict) -> None:
+        op = message.get("op")
+        if op == "held":
+            self.held.set()
+        elif op == "progress":
+            self.progress = max(self.progress, float(message["at"]))
+            self.committed.set()
+        elif op == "notice":
+            self.notice(str(message["text"]))
+        elif op == "released":
+            self.committed_at_release = message.get("committed") or {}
+            if message.get("progress_at"):
+                self.progress = max(self.progress, float(message["progress_at"]))
+                self.committed.set()
+
+    def _gone(self) -> None:
+        """The socket closed: the server let go of the session or died, all its threads
+        with it (b). Unless the attempt is ending, mirror in-process from the committed offset."""
+        with self.lock:
+            if not self.releasing:
+                self._take_back()
+        self.held.set()
+        self.released.set()
+
+    def _take_back(self) -> None:
+        local = LiveMirror(self.world_path, self.wrapper, self.session_id, self.watch_dirs,
+                           notice=self.notice)
+        local.committed = self.committed
+        local.native_id = self.native_id
+        self.local = local.start()
+
+    def found_id(self, native_id: str) -> None:
+        with self.lock:
+            self.native_id = native_id
+            if self.local is not None:
+                self.local.found_id(native_id)
+            elif self.sock is not None:
+                try:
+                    self.sock.sendall(encode({"op": "native_id", "id": native_id}))
+                except OSError:
+                    pass  # closed: the takeover passes the id on
+
+    def stop(self) -> None:
+        """(d): the server lets go of the session (or is gone) before this returns; the
+        caller then drains the native files itself."""
+        with self.lock:
+            self.releasing = True
+        if self.sock is not None and self.reader.is_alive():
+            try:
+                self.sock.sendall(encode({"op": "release"}))
+            except OSError:
+                pass
+            if not self.released.wait(RELEASE_WAIT):
+                self._force()
+            self.reader.join(GONE_WAIT)
+        if self.local is not None:
+            self.local.stop()
+            self.error = self.local.error
+        if self.sock is not None:
+            self.sock.close()
+
+    def _force(self) -> None:
+        """A server that does not answer may still write: kill it (it is ours, same uid) and
+        wait for its socket to close, which it does only once its last thread is gone."""
+        self.notice("dh: the shared mirror did not answer; dh stops it and mirrors in-process")
+        try:
+            os.kill(self.server, signal.SIGKILL)
+        except (OSError, TypeError):
+            pass
+        self.reader.join(GONE_WAIT)

@@ -1,0 +1,311 @@
+"""The shared mirror: ONE process per log (dh.db) mirrors the native files of every live
+session whose `dh run` handed it over, with one thread, one inotify descriptor, one database
+connection and one checkpoint thread, instead of one mirror thread (and its cold wake-ups)
+in each `dh run`. Measured before it was built (bench/bench_shared_mirror.py): 179-185 us
+per record and 0.11-0.12 cores at 32 x 20/s and 128 x 5/s, against 604-1,294 us and 0.80
+cores with one mirror per `dh run`. Sessions whose id dh must discover by cwd and time
+(a Launch) stay in the `dh run` process: only sessions the log can locate are handed over.
+
+Started on demand by the first `dh run` that needs it (shared_client.py), detached in a
+session of its own: `python -m dh_cli.mirror.shared_server DB`. It holds `DB.mirror.lock`
+(flock) for its whole life, so there is one server per log, and listens on `DB.mirror.sock`
+(0600, every peer's uid checked with SO_PEERCRED). It exits IDLE_EXIT s after its last
+client left.
+
+The handover (one writer per session, nothing lost, whoever dies). The log is the truth: a
+source's offset is committed in the same transaction as its records (tailer.py), so whoever
+mirrors next starts from what is committed, and a record is never logged twice (the log's
+unique index on source, generation and offset would refuse it, as a LogConflict).
+  (a) Hold. A client connects, sends `hold` (session, wrapper, folders) and waits for `held`.
+      From `held` on, the server is the session's only writer and the client writes none of
+      its records. One connection carries one session for one attempt.
+  (b) The server dies (even SIGKILL). The kernel closes the client's socket only when the
+      server's last thread is gone, so when the client reads EOF nothing of the server can
+      write any more; the client then mirrors the session in-process (LiveMirror) from the
+      committed offset. Any connection the server closes itself it has let go of first (the
+      session is out of its tables before the close), and a session the server cannot mirror
+      (an unexpected error) is let go of the same way: the client takes it back.
+  (c) The client dies. The server reads EOF, syncs the session once more (what the harness
+      wrote so far) and lets it go. A later `hold` of the same session (a `dh resume`, which
+      holds the session lock the dead client had) first ends the old holder the same way.
+  (d) Release. At the end of an attempt the client sends `release`; the server lets the
+      session go and answers `released` with the offsets it committed, then closes. Only then
+      does the client run the final drain (supervisor/watchers.py prepare_sync) itself. A
+      client that gets no `held` or `released` in time kills the server (same uid, its pid
+      from SO_PEERCRED) and waits for EOF, which is (b).
+What the supervisor needs back: `progress` (when records were last committed: stall
+detection, the workspace watcher's wake-up) at most once per PROGRESS_EVERY per session, and
+`notice` lines (a full disk, the log writable again) as the in-process mirror prints them."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+
+from ..osthread import name_os_thread
+from .inotify import Inotify
+from .shared_sessions import Held, SessionMirrors
+from .shared_wire import Lines, encode, listen, lock_path, same_user, socket_path
+
+IDLE_EXIT = 5.0  # seconds without a client before the server exits
+# A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
+# and every message wakes a thread in the client, which is what the server is there to save
+PROGRESS_EVERY = 1.0
+
+
+class Conn:
+    def __init__(self, sock: socket.socket):
+        self.sock, self.lines, self.held = sock, Lines(), None
+
+
+class Server:
+    def __init__(self, db: Path):
+        self.db = db
+        self.listener = listen(socket_path(db))
+        self.inotify = Inotify()
+        self.conns: dict[int, Conn] = {}
+        self.by_session: dict[str, Conn] = {}
+        self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
+        self.dirty: set[Conn] = set()
+        self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
+                                      lambda held, message: self._send(held.owner, message))
+        self.idle_since: float | None = time.monotonic()
+
+    # the loop ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        self.mirrors.start()
+        try:
+            while not self._idle_too_long():
+                self._once()
+        finally:
+            self._shut()
+
+    def _idle_too_long(self) -> bool:
+        now = time.monotonic()
+        if self.conns:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
+        return self.idle_since is not None and now - self.idle_since > IDLE_EXIT
+
+    def _once(self) -> None:
+        poller = select.poll()  # not select(): a server of 1,000 sessions has descriptors past 1023
+        for fd in (self.listener.fileno(), self.inotify.fd, *self.conns):
+            poller.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(self._timeout() * 1000)]
+        for fd in ready:
+            if fd == self.listener.fileno():
+                self._accept()
+            elif fd == self.inotify.fd:
+                self._changed()
+            elif fd in self.conns:
+                self._read(self.conns[fd])
+        now = time.monotonic()
+        due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now}
+        self._sync([c.held for c in self.dirty | due if c.held is not None])
+        self.dirty.clear()
+        self._report()
+
+    def _timeout(self) -> float:
+        """Until the next poll of a session or the next progress report (or the idle exit)."""
+        now = time.monotonic()
+        deadlines = [now + IDLE_EXIT]
+        for conn in self.conns.values():
+            if conn.held is not None:
+                deadlines.append(conn.held.due)
+                if conn.held.progress_at is not None:
+                    deadlines.append(conn.held.reported + PROGRESS_EVERY)
+        return max(0.0, min(deadlines) - now)
+
+    def _changed(self) -> None:
+        """Files changed: the sessions watching those folders sync. While records stream in,
+        let a few more arrive first (mirror/pacing.py), as the in-process mirror does."""
+        touched = self.inotify.drain()
+        window = self.mirrors.pacer.window()
+        if window > 0:
+            time.sleep(window)
+            touched |= self.inotify.drain()
+        for wd in touched:
+            self.dirty |= self.watching.get(wd) or self._adopt(wd)
+
+    def _adopt(self, wd: int) -> set[Conn]:
+        """A folder the inotify watcher followed by itself (created inside a watched one,
+        e.g. Codex's dated folders) wakes the sessions watching a folder above it."""
+        path = self.inotify.folders.get(wd)
+        if path is None:
+            return set()
+        folder = os.fsdecode(path)
+        conns = {c for c in self.conns.values() if c.held is not None
+                 and any(folder.startswith(f"{d}{os.sep}") for d in c.held.dirs)}
+        if conns:
+            self.watching[wd] = conns
+            for conn in conns:
+                conn.held.wds.add(wd)
+        return conns
+
+    # clients ----------------------------------------------------------------------------
+    def _accept(self) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return
+        if not same_user(sock):
+            sock.close()  # only the log's owner may hand it sessions
+            return
+        sock.setblocking(False)
+        self.conns[sock.fileno()] = Conn(sock)
+
+    def _read(self, conn: Conn) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._client_gone(conn)
+            return
+        try:
+            messages = conn.lines.feed(data)
+        except ValueError:
+            messages = [{"op": "?"}]
+        for message in messages:
+            self._handle(conn, message)
+            if conn.sock.fileno() < 0:
+                return
+
+    def _handle(self, conn: Conn, message: dict) -> None:
+        op = message.get("op") if isinstance(message, dict) else None
+        if op == "hold" and conn.held is None:
+            self._hold(conn, message)
+        elif op == "native_id" and conn.held is not None:
+            conn.held.native_id = str(message["id"])
+            self.dirty.add(conn)
+        elif op == "release" and conn.held is not None:
+            held = self._let_go(conn)
+            self._send(conn, {"op": "released", "committed": held.positions(),
+                              "progress_at": held.progress_at})
+            self._close(conn)
+        else:
+            self._drop(conn)  # a client that breaks the protocol gets its session back
+
+    def _hold(self, conn: Conn, message: dict) -> None:
+        try:
+            held = Held(message, conn)
+        except Exception:  # noqa: BLE001 - a bad hold (e.g. an unknown harness): the client mirrors in-process
+            self._close(conn)
+            return
+        old = self.by_session.get(held.session_id)
+        if old is not None:  # its client died (the new one holds the session lock): (c)
+            self._client_gone(old)
+        conn.held = held
+        self.mirrors.held.add(held)
+        self.by_session[held.session_id] = conn
+        for folder in held.dirs:
+            self._watch(conn, folder)
+        if self._send(conn, {"op": "held"}):
+            self.dirty.add(conn)
+
+    def _client_gone(self, conn: Conn) -> None:
+        """(c): the client died or hung up: log what was written, then let the session go."""
+        if conn.held is not None:
+            self._sync([conn.held])
+        self._drop(conn)
+
+    def _send(self, conn: Conn, message: dict) -> bool:
+        """Never blocks the loop; a client that cannot take a whole message gets its session
+        back (the connection is closed once the session is out of the tables)."""
+        data = encode(message)
+        try:
+            sent = conn.sock.send(data)
+        except OSError:
+            sent = -1
+        if sent != len(data):
+            self._drop(conn)
+            return False
+        return True
+
+    def _let_go(self, conn: Conn) -> Held:
+        held, conn.held = conn.held, None
+        self.mirrors.held.discard(held)
+        if self.by_session.get(held.session_id) is conn:
+            del self.by_session[held.session_id]
+        for wd in held.wds:
+            users = self.watching.get(wd, set())
+            users.discard(conn)
+            if not users:
+                self.watching.pop(wd, None)
+                self.inotify.remove(wd)
+        return held
+
+    def _drop(self, conn: Conn) -> None:
+        if conn.held is not None:
+            self._let_go(conn)
+        self._close(conn)
+
+    def _close(self, conn: Conn) -> None:
+        self.conns.pop(conn.sock.fileno(), None)
+        self.dirty.discard(conn)
+        conn.sock.close()
+
+    def _watch(self, conn: Conn, folder: Path) -> None:
+        wd = self.inotify.add(str(folder))
+        if wd is not None:
+            self.watching.setdefault(wd, set()).add(conn)
+            conn.held.wds.add(wd)
+
+    # mirroring --------------------------------------------------------------------------
+    def _sync(self, sessions: list[Held]) -> None:
+        if not sessions:
+            return
+        for held in self.mirrors.sync(sessions):  # the client takes the session back: (b)
+            if held.owner.held is held:
+                self._send(held.owner, {"op": "notice", "text": "dh: the shared mirror let go of "
+                                                               "the session after an unexpected error"})
+                self._drop(held.owner)
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.conns.values()):
+            held = conn.held
+            if held is not None and held.progress_at is not None and now - held.reported >= PROGRESS_EVERY:
+                at, held.progress_at, held.reported = held.progress_at, None, now
+                self._send(conn, {"op": "progress", "at": at})
+
+    def _shut(self) -> None:
+        """Only the lock's holder unlinks the socket; a client still in the listen queue reads
+        EOF before any `held` and mirrors in-process."""
+        try:
+            os.unlink(socket_path(self.db))
+        except OSError:
+            pass
+        self.listener.close()
+        self.mirrors.stop()
+
+
+def main(argv: list[str]) -> int:
+    db = Path(argv[0]).resolve()
+    name_os_thread("dh-shared")
+    os.chdir("/")  # hold no folder of the session that started it
+    lock = os.open(lock_path(db), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another server mirrors this log
+    os.ftruncate(lock, 0)
+    os.write(lock, str(os.getpid()).encode())
+    try:
+        os.unlink(socket_path(db))  # a dead server's
+    except FileNotFoundError:
+        pass
+    Server(db).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""What the shared mirror's server and its clients agree on (see shared_server.py for the
+design): where the socket and the lock are, how a message is framed, and whose process is at
+the other end.
+
+A message is one JSON object on one line. The socket lives next to the log (`dh.db.mirror.sock`,
+mode 0600) and each side checks the other's uid with SO_PEERCRED, so only the log's owner can
+hand the server a session or be told about one. `dh.db.mirror.lock` is flock()ed by the server
+for its whole life and holds its pid: one server per log, and only the lock's holder ever binds
+or unlinks the socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+from pathlib import Path
+
+UCRED = struct.Struct("3i")  # pid, uid, gid
+SUN_PATH_MAX = 107  # bytes of a unix socket path (108 with its NUL)
+OFF_VALUES = ("0", "off", "no", "false")
+
+
+def enabled() -> bool:
+    """DH_SHARED_MIRROR (default on, Linux only): `dh run` hands its sessions to the shared
+    mirror; 0 mirrors every session in the `dh run` process itself."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return os.environ.get("DH_SHARED_MIRROR", "1").strip().lower() not in OFF_VALUES
+
+
+def socket_path(db: Path) -> Path:
+    return Path(f"{db}.mirror.sock")
+
+
+def lock_path(db: Path) -> Path:
+    return Path(f"{db}.mirror.lock")
+
+
+def server_pid(db: Path) -> int | None:
+    """The pid the server wrote into its lock file (for the bench and the tests)."""
+    try:
+        return int(lock_path(db).read_text().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+class _Address:
+    """A socket path too long for sun_path is reached through an O_PATH descriptor of its
+    folder (/proc/self/fd/N/name), which the kernel resolves like any path."""
+
+    def __init__(self, path: Path):
+        self.path, self.dir_fd = path, None
+
+    def __enter__(self) -> str:
+        text = str(self.path)
+        if len(os.fsencode(text)) <= SUN_PATH_MAX:
+            return text
+        self.dir_fd = os.open(self.path.parent, os.O_PATH | os.O_CLOEXEC)
+        return f"/proc/self/fd/{self.dir_fd}/{self.path.name}"
+
+    def __exit__(self, *exc) -> None:
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+
+
+def listen(path: Path) -> socket.socket:
+    """A listening socket at `path` that only its owner may connect to (0600 from the start)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old = os.umask(0o177)
+    try:
+        with _Address(path) as address:
+            sock.bind(address)
+    finally:
+        os.umask(old)
+    sock.listen(128)
+    return sock
+
+
+def connect(path: Path, timeout: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    sock.settimeout(timeout)
+    try:
+        with _Address(path) as address:
+            sock.connect(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def peer(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a unix socket."""
+    pid, uid, _ = UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size))
+    return pid, uid
+
+
+def same_user(sock: socket.socket) -> bool:
+    return peer(sock)[1] == os.getuid()
+
+
+def encode(message: dict) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+class Lines:
+    """Cuts what a socket delivers into messages (a read may hold half of one, or several)."""
+
+    def __init__(self):
+        self.pending = b""
+
+    def feed(self, data: bytes) -> list[dict]:
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]

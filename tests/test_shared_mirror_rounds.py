@@ -1,0 +1,70 @@
+"""The shared mirror syncs every session with news in one transaction
+(dh_cli/mirror/shared_sessions.py). A write that fails in the middle of a round rolls back
+the sessions synced before it too: each then starts again from what the log holds, and the
+next round logs every line exactly once. In-process, over real Pi-format files written by the
+load writer (tests/fakes/pi_writer.py)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from dh_cli.mirror.shared_sessions import GroupWorld, Held, SessionMirrors
+from dh_cli.resume.rebuild import source_bytes
+from dh_cli.worlds.local import LocalWorld
+
+WRITER = Path(__file__).resolve().parent / "fakes" / "pi_writer.py"
+
+
+def pi_file(folder: Path, records: int) -> Path:
+    native = folder / "session.jsonl"
+    subprocess.run([sys.executable, str(WRITER), "--session", str(native)], check=True, cwd=folder.parent,
+                   env={**os.environ, "DH_WRITER_RATE": "100000", "DH_WRITER_RECORDS": str(records)})
+    return native
+
+
+def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_once(tmp_path, monkeypatch):
+    db = tmp_path / "dh.db"
+    world = LocalWorld(db)
+    natives = [pi_file(tmp_path / f"s{n}", 20 + n) for n in range(2)]
+    sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
+                for p in natives]
+    told = []
+    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message["text"]))
+    held = [Held({"session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
+    mirrors.held.update(held)
+    real, calls = GroupWorld.commit, []
+
+    def second_fails(self, source, records, *args, **kwargs):
+        calls.append(source.session_id)
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, source, records, *args, **kwargs)
+
+    monkeypatch.setattr(GroupWorld, "commit", second_fails)
+    assert mirrors.sync(held) == []
+    assert calls == [sessions[0].id, sessions[1].id]
+    assert logged(db) == 0  # the first session's records went with the round
+    assert all(h.failing for h in held) and all(h.mirror is None for h in held)
+    assert sum("keeps trying to log it" in text for text in told) == 2
+    monkeypatch.setattr(GroupWorld, "commit", real)
+    for h in held:
+        h.due = 0.0
+    assert mirrors.sync(held) == []
+    for item, native in zip(sessions, natives):
+        (source,) = world.sources(item.id)
+        assert source_bytes(world, source) == native.read_bytes()
+        assert world.source_stats(source.id)[1] == native.read_bytes().count(b"\n")
+        assert [e.type for e in world.events(item.id)].count("log_write_failed") == 1
+    assert not any(h.failing for h in held)
+    assert sum("can be written again" in text for text in told) == 2
+    mirrors.reset()
+    world.close()
+
+
+def logged(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
