@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -94,12 +95,20 @@ def installed(version_set) -> install.Installed:
         pytest.skip(message)
 
 
+E2E = Path(__file__).parent
+
+
 def pytest_collection_modifyitems(config, items):
     """A harness whose newest release is its pinned one runs once: its `newest` items are
     deselected (Codex 0.171.0 and OpenCode 1.18.33 have no newer release here)."""
     same = {h for h, package in install.NEWEST.items() if package == install.PACKAGES[h]}
     keep, dropped = [], []
     for item in items:
+        if E2E in item.path.parents:
+            # one worker runs the real harnesses one after the other (pytest-xdist's
+            # --dist loadgroup, pyproject.toml): two at once on two cores made their timing
+            # the other worker's load
+            item.add_marker(pytest.mark.xdist_group("e2e"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         harnesses = {params["harness"]} if "harness" in params else set(_marked(item))
         if params.get("version_set") == "newest" and harnesses and harnesses <= same:
