@@ -25,8 +25,8 @@ Measures
             steady cost of the seconds it already mirrored taken off. With --single, one
             session at the same rate, in the same run: what the other writers add per record
             (lock waits, page caches that every other process's commit invalidates).
-Modes: `dh run` hands its session to the shared mirror (dh_cli/mirror/shared_server.py, the
-default); --in-process runs with DH_SHARED_MIRROR=0 (each `dh run` mirrors in its own
+Modes: `dh run` hands its session to the shared mirror (dh_cli/mirror/shared_server.py,
+DH_SHARED_MIRROR=1, set by the bench); --in-process runs with DH_SHARED_MIRROR=0 (each `dh run` mirrors in its own
 process); --baseline runs both, the same load, in the same run.
 A benchmark, not a test: it prints the figures (the pytest version, tests/test_load.py, only
 checks that nothing is lost and nothing fails on a lock).

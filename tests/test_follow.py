@@ -78,6 +78,10 @@ def test_the_generator_follows_a_writer_in_another_thread(live):
     thread = threading.Thread(target=reader)
     thread.start()
     try:
+        # the reader's catch-up must see the call dangling first: a reader whose first poll
+        # came after the append (its thread started late, seen under pytest-xdist) gets the
+        # call already answered, as an item, and never a result
+        assert _wait(lambda: any(u.get("status") == "dangling" for u in seen))
         append(14)
         LocalWorld().add_event(session_id, "launch", {"argv": []}, 2, "intent")
         assert _wait(lambda: any(u["kind"] == "event" for u in seen))

@@ -13,7 +13,8 @@ from dh_cli.worlds.local import STORED_RAW, decode_raw
 
 def log_bytes(world) -> list[bytes]:
     """The local log: its files, its objects and its records, decoded."""
-    out = [p.read_bytes() for p in Path(world.path).parent.glob(Path(world.path).name + "*")]
+    files = Path(world.path).parent.glob(Path(world.path).name + "*")
+    out = [p.read_bytes() for p in files if p.is_file()]  # not the shared mirror's socket
     out += [decode(bytes(d), c) for d, c in world.conn.execute("SELECT data, codec FROM ws_objects")]
     out += [decode_raw(r, c) for r, c in world.conn.execute(f"SELECT {STORED_RAW}, codec FROM records")]
     return out
