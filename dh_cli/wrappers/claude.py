@@ -332,7 +332,7 @@ class ClaudeWrapper(Wrapper):
                                                                      "tool_call")]
         return bool(rows) and rows[-1].kind in ("user", "tool_result") and not rows[-1].synthetic
 
-    # repairing a cut tool call -------------------------------------------------------------
+    # the harness's tool commands -----------------------------------------------------
     def tool_command(self, argv: list[str]) -> str:
         """Claude Code (2.1.197, 2.1.332) runs a Bash tool's command as `bash -c "source
         <shell snapshot> … && eval '<command>' < /dev/null && pwd -P >| <cwd file>"`: the
@@ -347,6 +347,7 @@ class ClaudeWrapper(Wrapper):
         at = words.index("eval") if "eval" in words else -1
         return words[at + 1] if 0 <= at < len(words) - 1 else " ".join(argv)
 
+    # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """A `user` tool_result row (is_error) for a dangling tool_use: see claude_repair.py."""
         return repair_lines(records, call, text)

@@ -105,9 +105,8 @@ def pytest_collection_modifyitems(config, items):
     keep, dropped = [], []
     for item in items:
         if E2E in item.path.parents:
-            # one worker runs the real harnesses one after the other (pytest-xdist's
-            # --dist loadgroup, pyproject.toml): two at once on two cores made their timing
-            # the other worker's load
+            # one worker runs the real harnesses one after the other, as they always ran
+            # (pytest-xdist's --dist loadgroup, pyproject.toml); the other runs the rest
             item.add_marker(pytest.mark.xdist_group("e2e"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         harnesses = {params["harness"]} if "harness" in params else set(_marked(item))
