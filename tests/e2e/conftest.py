@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -95,16 +94,19 @@ def installed(version_set) -> install.Installed:
         pytest.skip(message)
 
 
-E2E = Path(__file__).parent
+E2E_NODES = "tests/e2e/"  # node ids are relative to the project's root (pyproject.toml)
 
 
+# tryfirst: pytest-xdist reads the group in its own hook, which runs first when this conftest
+# was loaded at start-up (`pytest tests/e2e`: the tests were then spread over both workers)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """A harness whose newest release is its pinned one runs once: its `newest` items are
     deselected (Codex 0.171.0 and OpenCode 1.18.33 have no newer release here)."""
     same = {h for h, package in install.NEWEST.items() if package == install.PACKAGES[h]}
     keep, dropped = [], []
     for item in items:
-        if E2E in item.path.parents:
+        if item.nodeid.startswith(E2E_NODES):
             # one worker runs the real harnesses one after the other, as they always ran
             # (pytest-xdist's --dist loadgroup, pyproject.toml); the other runs the rest
             item.add_marker(pytest.mark.xdist_group("e2e"))
