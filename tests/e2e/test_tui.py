@@ -50,9 +50,9 @@ TUI = {
 # the record kind that shows reply #0's tool step is on disk (OpenCode's rows are whole
 # messages and parts: its tool part is logged as one `tool_call` row, result included)
 STEP_ON_DISK = {"opencode": "tool_call"}
-def real_tui_rig(real_rig, installed, harness: str, script):
+def real_tui_rig(real_rig, installed, harness: str, script, sub: str = ""):
     """A rig over the release set `installed` stands for (pinned, newest: see conftest)."""
-    rig = real_rig(script)
+    rig = real_rig(script, sub)
     if harness == "claude-code":
         seed_claude_tui(rig, installed.versions()[harness])
     if harness == "codex":
@@ -277,27 +277,8 @@ def test_tui_claude_killed_before_its_transcript_holds_the_prompt(real_rig, inst
     session id afresh with the prompt from Claude's own prompt history, says so, and the
     turn completes with no keystroke; the cut request was never answered, so nothing is
     paid twice."""
-    rig = real_tui_rig(real_rig, installed, "claude-code", EARLY_SCRIPT)
-    tui = start(rig, "claude-code")
+    rig, tui, native_id = cut_before_the_prompt_row(real_rig, installed, point)
     try:
-        tui.until(lambda: tui.on_screen(TUI["claude-code"][1]), what="the editor")
-        tui.quiet()
-        pid, native_id = launched_pid(rig), session_of(rig)["harness_session_id"]
-        # killed once the request is out and the prompt is in Claude's history.jsonl (the
-        # two come within a few ms, either first), and before the prompt row (~0.1 s later
-        # on a quiet machine; about a second under load). Killed before history.jsonl has
-        # it, the prompt is lost, and dh's note says so (test_claude_prompts.py)
-        # (a) as soon as both are there (seen: the transcript missing, or its start-up rows
-        # already written); (b) once it holds its start-up rows (mode, permission-mode …),
-        # still without the prompt's: the file `--resume` refuses
-        tui.submit(PROMPT, served(rig, 0))
-        until_fast(tui, lambda: PROMPT in history(rig) and
-                   (point == "prompt in history" or bool(transcript_rows(rig))), what=point)
-        os.killpg(pid, signal.SIGKILL)
-        # the state this case is about, read once the TUI is dead: no prompt row on disk
-        assert not [r for r in transcript_rows(rig) if r.get("type") == "user"], \
-            "the prompt row was written before the kill: the kill came too late for this case"
-        assert point == "prompt in history" or startup_rows_only(rig)
         tui.until(lambda: tui.at_notice is not None, what="dh's notice")
         assert any(NOTICE in row for row in tui.at_notice), tui.at_notice
         tui.until(served(rig, 3, "response_done"), what="the final reply")
@@ -313,3 +294,49 @@ def test_tui_claude_killed_before_its_transcript_holds_the_prompt(real_rig, inst
     prompts = [r for r in transcript_rows(rig) if r.get("type") == "user"
                and r["message"]["content"] == PROMPT]
     assert len(prompts) == 1 and prompts[0]["sessionId"] == native_id, prompts
+
+
+EARLY_TRIES = 3  # fresh sessions to land the kill in its window (about 0.1 s, quiet machine)
+
+
+def cut_before_the_prompt_row(real_rig, installed, point: str):
+    """A Claude Code TUI killed once its request is out and the prompt is in its
+    history.jsonl, and before it wrote the prompt row: (rig, tui, native id). A kill that
+    came too late (the other pytest-xdist worker loading the machine: 1 full run in 4) did
+    not make the state this case is about, so it is tried again on a fresh session."""
+    for attempt in range(EARLY_TRIES):
+        rig = real_tui_rig(real_rig, installed, "claude-code", EARLY_SCRIPT, sub=f"try{attempt}")
+        tui = start(rig, "claude-code")
+        try:
+            native_id = kill_in_the_window(rig, tui, point)
+        except BaseException:
+            tui.close()
+            raise
+        if native_id:
+            return rig, tui, native_id
+        tui.close()
+    raise AssertionError(f"the prompt row was written before the kill in {EARLY_TRIES} sessions")
+
+
+def kill_in_the_window(rig, tui: Tui, point: str) -> str | None:
+    """The session's id when the TUI was killed with no prompt row on disk (as `point`
+    says), None when the row was already written."""
+    tui.until(lambda: tui.on_screen(TUI["claude-code"][1]), what="the editor")
+    tui.quiet()
+    pid, native_id = launched_pid(rig), session_of(rig)["harness_session_id"]
+    # killed once the request is out and the prompt is in Claude's history.jsonl (the
+    # two come within a few ms, either first), and before the prompt row (~0.1 s later
+    # on a quiet machine; about a second under load). Killed before history.jsonl has
+    # it, the prompt is lost, and dh's note says so (test_claude_prompts.py)
+    # (a) as soon as both are there (seen: the transcript missing, or its start-up rows
+    # already written); (b) once it holds its start-up rows (mode, permission-mode …),
+    # still without the prompt's: the file `--resume` refuses
+    tui.submit(PROMPT, served(rig, 0))
+    until_fast(tui, lambda: PROMPT in history(rig) and
+               (point == "prompt in history" or bool(transcript_rows(rig))), what=point)
+    os.killpg(pid, signal.SIGKILL)
+    # the state this case is about, read once the TUI is dead: no prompt row on disk
+    if [r for r in transcript_rows(rig) if r.get("type") == "user"]:
+        return None
+    assert point == "prompt in history" or startup_rows_only(rig)
+    return native_id
