@@ -237,8 +237,8 @@ def bench(harness: str, installed) -> None:
     # Pi 1.x compiles its bundle through Node's compile cache, which a user keeps from run
     # to run (one folder) but each test rig had fresh (its own TMPDIR): the relaunch under
     # dh was then the first resumed start and paid for compiling the resume path, which the
-    # baseline right after it found cached. That alone was Pi 1.6.0's "+24 %" (median of 5;
-    # with the cache off on both sides, +4 %). So every run shares one cache, warmed by a
+    # baseline right after it found cached. That was most of Pi 1.6.0's "+24 %" (median of
+    # 5; with the cache off on both sides, +4 %). So every run shares one cache, warmed by a
     # first run that is not counted, and both sides start from a warm one.
     cache = base / "node-compile-cache"
     one_relaunch(harness, installed, base / "warm-up", cache)
