@@ -96,3 +96,23 @@ def test_a_bad_wal_limit_is_one_config_error(monkeypatch):
     monkeypatch.setenv("DH_WAL_LIMIT_MB", "2")
     with pytest.raises(ConfigError, match="at least 8"):
         wal_limit()
+
+
+def test_the_one_writer_folds_the_wal_in_between_its_commits(tmp_path):
+    """The shared mirror's way (fold_here): the thread stays asleep below a quarter of the
+    limit, and the writer's own PASSIVE checkpoints between transactions keep the WAL near
+    SOFT, because the commit after a full fold restarts the WAL and cuts the file back."""
+    world, source = _world_with_source(tmp_path)
+    checkpointer = Checkpointer(world.path).start()
+    checkpointer.folds_in_writer()
+    world.checkpoint_elsewhere(checkpointer)
+    wal, folds, biggest = f"{world.path}-wal", 0, 0
+    for round_ in range(60):  # ~0.5 MB of WAL a round: 30 MB without a fold
+        _commit_lines(world, source, 10, start=round_ * 10)
+        biggest = max(biggest, os.path.getsize(wal))
+        folds += checkpointer.fold_here(world.conn)
+    assert folds >= 2, "the WAL passed SOFT more than once"
+    assert biggest < 2 * SOFT, biggest
+    assert checkpointer.truncations == 0 and not checkpointer.wanted.is_set()
+    checkpointer.stop()
+    world.close()

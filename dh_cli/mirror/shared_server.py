@@ -127,8 +127,10 @@ class Server:
         let a few more arrive first (mirror/pacing.py), as the in-process mirror does."""
         touched = self.inotify.drain()
         window = self.mirrors.pacer.window()
+        started = time.monotonic()
+        self.mirrors.fold_wal()  # in the time the appends gather in, when there is one
         if window > 0:
-            time.sleep(window)
+            time.sleep(max(0.0, window - (time.monotonic() - started)))
             touched |= self.inotify.drain()
         for wd in touched:
             self.dirty |= self.watching.get(wd) or self._adopt(wd)

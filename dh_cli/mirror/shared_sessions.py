@@ -83,7 +83,13 @@ class SessionMirrors:
         self.pacer = Pacer()
 
     def start(self) -> None:
+        self.checkpointer.folds_in_writer()
         self.checkpointer.start()
+
+    def fold_wal(self) -> None:
+        """Between rounds (no transaction open): fold the WAL in here (worlds/checkpoint.py)."""
+        if self.world is not None:
+            self.checkpointer.fold_here(self.world.conn)
 
     def stop(self) -> None:
         self.checkpointer.stop()
