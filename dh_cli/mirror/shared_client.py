@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..osthread import name_os_thread
 from ..supervisor.live import LiveMirror
-from .shared_wire import Lines, connect, encode, lock_path, peer, socket_path
+from .shared_wire import PROTOCOL, Lines, connect, encode, lock_path, peer, socket_path
 
 CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in ~0.2 s)
 # seconds for `held`; then the server is killed (see _force). A server waits for the write
@@ -133,8 +133,9 @@ class SharedMirror:
             self.sock = sock
             self.reader.start()
             try:
-                sock.sendall(encode({"op": "hold", "session": self.session_id, "wrapper": self.wrapper.name,
-                                     "dirs": [str(d) for d in self.watch_dirs], "native_id": self.native_id}))
+                sock.sendall(encode({"op": "hold", "version": PROTOCOL, "session": self.session_id,
+                                     "wrapper": self.wrapper.name, "native_id": self.native_id,
+                                     "dirs": [str(d) for d in self.watch_dirs]}))
             except OSError:
                 pass  # the reader sees the socket close and takes the session back
         if not self.held.wait(HOLD_WAIT):

@@ -20,6 +20,9 @@ from pathlib import Path
 UCRED = struct.Struct("3i")  # pid, uid, gid
 SUN_PATH_MAX = 107  # bytes of a unix socket path (108 with its NUL)
 OFF_VALUES = ("0", "off", "no", "false")
+# The protocol's version, sent with `hold`: a server left running by another dh version
+# refuses a hold of another version (the client then mirrors in-process)
+PROTOCOL = 2
 
 
 def enabled() -> bool:
