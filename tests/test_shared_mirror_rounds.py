@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from dh_cli.mirror.shared_sessions import GroupWorld, Held, SessionMirrors
+from dh_cli.mirror.shared_wire import PROTOCOL
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
 
@@ -34,7 +35,7 @@ def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_onc
                 for p in natives]
     told = []
     mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message["text"]))
-    held = [Held({"session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
+    held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
     mirrors.held.update(held)
     real, calls = GroupWorld.commit, []
 
@@ -68,3 +69,49 @@ def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_onc
 def logged(db: Path) -> int:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+
+
+def test_a_session_that_fails_by_itself_is_rolled_back_alone_and_let_go(tmp_path, monkeypatch):
+    """One session's own failure (here: a record the log refuses) is rolled back to its
+    savepoint and that session is let go, for its client to take back; the other session's
+    records of the same round commit."""
+    db = tmp_path / "dh.db"
+    world = LocalWorld(db)
+    natives = [pi_file(tmp_path / f"s{n}", 10 + n) for n in range(2)]
+    sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
+                for p in natives]
+    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: None)
+    held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
+    mirrors.held.update(held)
+    real = GroupWorld.commit
+
+    def first_refused(self, source, records, *args, **kwargs):
+        added = real(self, source, records, *args, **kwargs)  # written, then refused
+        if source.session_id == sessions[0].id:
+            raise sqlite3.IntegrityError("UNIQUE constraint failed")
+        return added
+
+    monkeypatch.setattr(GroupWorld, "commit", first_refused)
+    assert mirrors.sync(held) == [held[0]]
+    assert held[0].mirror is None and not any(h.failing for h in held)
+    assert world.sources(sessions[0].id) == []  # its source went with its savepoint
+    (kept,) = world.sources(sessions[1].id)
+    assert source_bytes(world, kept) == natives[1].read_bytes()
+    mirrors.reset()
+    world.close()
+
+
+def test_what_a_client_sends_is_checked_before_it_is_used(tmp_path):
+    """A hold names strings that can name files, the protocol's version, and a native id of
+    the harness's shape (it becomes a file pattern); anything else is refused."""
+    good = {"version": PROTOCOL, "session": "s", "wrapper": "pi", "dirs": [str(tmp_path)]}
+    Held(good, owner=None)
+    bad = [{**good, "version": PROTOCOL - 1}, {**good, "session": ["s"]}, {**good, "dirs": str(tmp_path)},
+           {**good, "dirs": ["\ud800"]}, {**good, "dirs": ["a\0b"]}, {**good, "native_id": "*"},
+           {**good, "native_id": 7}, {**good, "wrapper": "nope"}]
+    for message in bad:
+        try:
+            Held(message, owner=None)
+        except Exception:  # noqa: BLE001 - the server closes the connection on any of them
+            continue
+        raise AssertionError(f"accepted {message}")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import select
 import socket
 import sys
@@ -56,18 +57,30 @@ IDLE_EXIT = 5.0  # seconds without a client before the server exits
 # A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
 # and every message wakes a thread in the client, which is what the server is there to save
 PROGRESS_EVERY = 1.0
+HOLD_FIRST = 10.0  # seconds a connection may stay without a `hold` (it keeps the server up)
+CHECK_LOG_EVERY = 1.0  # seconds between looks at whether the log is still there
+OVERFLOW = -1  # the watch descriptor of inotify's "queue overflowed, events were lost"
 
 
 class Conn:
     def __init__(self, sock: socket.socket):
         self.sock, self.lines, self.held = sock, Lines(), None
+        self.since = time.monotonic()
 
 
 class Server:
-    def __init__(self, db: Path):
-        self.db = db
+    def __init__(self, db: Path, lock: int):
+        self.db, self.lock = db, lock
         self.listener = listen(socket_path(db))
+        self.listener.setblocking(False)
+        self.bound = _identity(socket_path(db))  # only this socket is ours to unlink
+        self.log = _identity(db)  # the log this server writes (see _log_is_there)
         self.inotify = Inotify()
+        # one poll set, changed as connections come and go: rebuilding it at each wake-up
+        # cost a register per client, many times a second
+        self.poller = select.poll()
+        for fd in (self.listener.fileno(), self.inotify.fd):
+            self.poller.register(fd, select.POLLIN)
         self.conns: dict[int, Conn] = {}
         self.by_session: dict[str, Conn] = {}
         self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
@@ -75,12 +88,13 @@ class Server:
         self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
                                       lambda held, message: self._send(held.owner, message))
         self.idle_since: float | None = time.monotonic()
+        self.log_checked = time.monotonic()
 
     # the loop ---------------------------------------------------------------------------
     def serve(self) -> None:
         self.mirrors.start()
         try:
-            while not self._idle_too_long():
+            while not self._idle_too_long() and self._log_is_there():
                 self._once()
         finally:
             self._shut()
@@ -93,11 +107,21 @@ class Server:
             self.idle_since = now
         return self.idle_since is not None and now - self.idle_since > IDLE_EXIT
 
+    def _log_is_there(self) -> bool:
+        """False once the log's folder was removed or replaced (its lock file is not the one
+        this server holds): the server then lets every session go, and exits. Checked once
+        a second; writing on would go into a deleted file, or make the folder again."""
+        now = time.monotonic()
+        if now - self.log_checked < CHECK_LOG_EVERY:
+            return True
+        self.log_checked = now
+        held = os.fstat(self.lock)
+        return _identity(lock_path(self.db)) == (held.st_dev, held.st_ino) \
+            and _identity(self.db) == self.log
+
     def _once(self) -> None:
-        poller = select.poll()  # not select(): a server of 1,000 sessions has descriptors past 1023
-        for fd in (self.listener.fileno(), self.inotify.fd, *self.conns):
-            poller.register(fd, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll(self._timeout() * 1000)]
+        # poll, not select(): a server of 1,000 sessions has descriptors past 1023
+        ready = [fd for fd, _ in self.poller.poll(self._timeout() * 1000)]
         for fd in ready:
             if fd == self.listener.fileno():
                 self._accept()
@@ -110,11 +134,18 @@ class Server:
         self._sync([c.held for c in self.dirty | due if c.held is not None])
         self.dirty.clear()
         self._report()
+        self._close_silent(now)
+
+    def _close_silent(self, now: float) -> None:
+        """A connection that never asked for a hold (a hung or stopped client, a probe) would
+        keep the server from its idle exit."""
+        for conn in [c for c in self.conns.values() if c.held is None and now - c.since > HOLD_FIRST]:
+            self._close(conn)
 
     def _timeout(self) -> float:
         """Until the next poll of a session or the next progress report (or the idle exit)."""
         now = time.monotonic()
-        deadlines = [now + IDLE_EXIT]
+        deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY)]
         for conn in self.conns.values():
             if conn.held is not None:
                 deadlines.append(conn.held.due)
@@ -132,6 +163,8 @@ class Server:
         if window > 0:
             time.sleep(max(0.0, window - (time.monotonic() - started)))
             touched |= self.inotify.drain()
+        if OVERFLOW in touched:  # events were lost: any session may have news
+            self.dirty |= {c for c in self.conns.values() if c.held is not None}
         for wd in touched:
             self.dirty |= self.watching.get(wd) or self._adopt(wd)
 
@@ -161,6 +194,7 @@ class Server:
             return
         sock.setblocking(False)
         self.conns[sock.fileno()] = Conn(sock)
+        self.poller.register(sock.fileno(), select.POLLIN)
 
     def _read(self, conn: Conn) -> None:
         try:
@@ -177,7 +211,10 @@ class Server:
         except ValueError:
             messages = [{"op": "?"}]
         for message in messages:
-            self._handle(conn, message)
+            try:
+                self._handle(conn, message)
+            except Exception:  # noqa: BLE001 - a message the server cannot take: the client gets its session back
+                self._drop(conn)
             if conn.sock.fileno() < 0:
                 return
 
@@ -186,7 +223,7 @@ class Server:
         if op == "hold" and conn.held is None:
             self._hold(conn, message)
         elif op == "native_id" and conn.held is not None:
-            conn.held.native_id = str(message["id"])
+            conn.held.set_native_id(message["id"])
             self.dirty.add(conn)
         elif op == "release" and conn.held is not None:
             held = self._let_go(conn)
@@ -251,7 +288,8 @@ class Server:
         self._close(conn)
 
     def _close(self, conn: Conn) -> None:
-        self.conns.pop(conn.sock.fileno(), None)
+        if self.conns.pop(conn.sock.fileno(), None) is not None:
+            self.poller.unregister(conn.sock.fileno())
         self.dirty.discard(conn)
         conn.sock.close()
 
@@ -280,14 +318,38 @@ class Server:
                 self._send(conn, {"op": "progress", "at": at})
 
     def _shut(self) -> None:
-        """Only the lock's holder unlinks the socket; a client still in the listen queue reads
-        EOF before any `held` and mirrors in-process."""
-        try:
-            os.unlink(socket_path(self.db))
-        except OSError:
-            pass
+        """Only the lock's holder unlinks the socket, and only its own (a server whose log
+        folder was made anew must not take the new server's); a client still in the listen
+        queue reads EOF before any `held` and mirrors in-process, and so does every client
+        still held when the log went away."""
+        if _identity(socket_path(self.db)) == self.bound:
+            try:
+                os.unlink(socket_path(self.db))
+            except OSError:
+                pass
         self.listener.close()
+        for conn in list(self.conns.values()):
+            self._drop(conn)
         self.mirrors.stop()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _more_files() -> None:
+    """Up to the hard limit of open files: each session holds a socket and a file or two,
+    and the soft limit is often 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -305,7 +367,8 @@ def main(argv: list[str]) -> int:
         os.unlink(socket_path(db))  # a dead server's
     except FileNotFoundError:
         pass
-    Server(db).serve()
+    _more_files()
+    Server(db, lock).serve()
     return 0
 
 

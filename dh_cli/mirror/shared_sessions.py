@@ -4,22 +4,38 @@ each session has one record per wake-up, so a transaction per session was a comm
 record: 38,470 statements for 9,466 commits, 1.6 of the server's 3.3 s in `execute` (cProfile,
 15 s). A failed write rolls the whole round back; every session then starts again from what
 the log holds (a tailer's offsets may be ahead of what was committed), as the in-process
-mirror does after a failed write."""
+mirror does after a failed write. A session whose own step fails (a record the log refuses,
+a parser that breaks) is rolled back alone, to its savepoint, and let go: its client takes
+it back, and the other sessions' records commit.
+
+What a client sends is checked before it is used: names are strings that can name a file,
+the native id has the harness's shape, and the session is the harness's the client says."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from .. import wrappers
-from ..errors import LogDbError
-from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, RETRY_FOR, locate, open_mirror
+from ..errors import LogConflict, LogDbError
+from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld, db_error
 from .pacing import Pacer
+from .shared_wire import PROTOCOL
+
+# SQLite's own failures of the log (disk full, I/O, locked, corrupt) fail the round, which is
+# tried again; these are one session's, the log itself being fine
+SESSION_ERRORS = (LogConflict, sqlite3.IntegrityError, sqlite3.ProgrammingError,
+                  sqlite3.InterfaceError)
+# A round waits this long for another process's write lock, then fails and is tried again
+# RETRY s later (the clients' HOLD_WAIT is 30 s: a server waiting on a lock longer than that
+# would be taken for dead)
+PATIENCE = 5.0
 
 
 class GroupWorld(LocalWorld):
@@ -51,11 +67,18 @@ class Held:
     the log's session names, through confine.py (mirror/session.py)."""
 
     def __init__(self, message: dict, owner):
+        if message.get("version") != PROTOCOL:
+            raise ValueError("another version of the protocol")
         self.owner = owner
-        self.session_id = str(message["session"])
-        self.wrapper = wrappers.get(str(message["wrapper"]))
-        self.dirs = [Path(d) for d in message.get("dirs") or []]
-        self.native_id = message.get("native_id")
+        self.session_id = file_text(message["session"])
+        self.wrapper = wrappers.get(file_text(message["wrapper"]))
+        dirs = message.get("dirs") or []
+        if not isinstance(dirs, list):
+            raise ValueError("dirs is not a list")
+        self.dirs = [Path(file_text(d)) for d in dirs]
+        self.native_id = None
+        if message.get("native_id") is not None:
+            self.set_native_id(message["native_id"])
         self.mirror = None
         self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
         self.due = 0.0  # the next sync without an event (monotonic)
@@ -65,10 +88,24 @@ class Held:
         self.reported = 0.0
         self.wds: set[int] = set()
 
+    def set_native_id(self, value) -> None:
+        native_id = file_text(value)
+        if not self.wrapper.native_id_ok(native_id):
+            raise ValueError("not a native id of the harness")  # it becomes a file pattern
+        self.native_id = native_id
+
     def positions(self) -> dict:
         if self.mirror is None:
             return {}
         return {relpath: t.source.offset for relpath, t in self.mirror.tailers.items()}
+
+
+def file_text(value) -> str:
+    """A string a client sent that can name a file (no lone surrogate, no NUL)."""
+    if not isinstance(value, str) or "\0" in value:
+        raise ValueError("not a name")
+    os.fsencode(value)
+    return value
 
 
 class SessionMirrors:
@@ -98,7 +135,7 @@ class SessionMirrors:
     def _open(self) -> GroupWorld:
         if self.world is None:
             world = GroupWorld(self.db)
-            world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
+            world.be_patient(PATIENCE)  # then the round fails and is tried again: RETRY
             world.checkpoint_elsewhere(self.checkpointer)
             self.world = world
         return self.world
@@ -106,23 +143,39 @@ class SessionMirrors:
     def sync(self, sessions: list[Held]) -> list[Held]:
         """One round; returns the sessions that failed otherwise than on the log (to be let
         go: their clients take them back)."""
-        started, added, broken, stepping = time.monotonic(), {}, [], None
+        started, added, broken = time.monotonic(), {}, []
         try:
             world = self._open()
             with world.group():
-                for stepping in sessions:
-                    added[stepping] = self._step(stepping, world)
+                for held in sessions:
+                    count = self._step_alone(held, world)
+                    if count is None:
+                        broken.append(held)
+                    else:
+                        added[held] = count
         except (sqlite3.Error, LogDbError) as exc:
             for held in sessions:
                 self._failed(held, exc)  # the harness keeps running; start again from the log
             self.reset()
             added = {}
-        except Exception:  # noqa: BLE001 - that session's client takes it back
-            broken = [stepping] if stepping is not None else []
-            self.reset()
-            added = {}
         self._after(sessions, added, started)
         return broken
+
+    def _step_alone(self, held: Held, world) -> int | None:
+        """One session's step in a savepoint of its own; None when it failed by itself (it
+        is rolled back alone, to be let go). The log's own failures fail the round."""
+        world.conn.execute("SAVEPOINT held")
+        try:
+            count = self._step(held, world)
+        except Exception as exc:  # noqa: BLE001 - one session's failure is that session's
+            if isinstance(exc, (sqlite3.Error, LogDbError)) and not isinstance(exc, SESSION_ERRORS):
+                raise
+            world.conn.execute("ROLLBACK TO held")
+            world.conn.execute("RELEASE held")
+            held.mirror = None
+            return None
+        world.conn.execute("RELEASE held")
+        return count
 
     def _after(self, sessions: list[Held], added: dict, started: float) -> None:
         now = time.monotonic()
@@ -143,6 +196,8 @@ class SessionMirrors:
     def _step(self, held: Held, world) -> int:
         if held.mirror is None:
             held.mirror = open_mirror(world, held.wrapper, held.session_id, held.native_id, None)
+            if held.mirror is not None and held.mirror.session.harness != held.wrapper.name:
+                raise ValueError("the session is another harness's")
             self._watch_sources(held)
         elif time.monotonic() - held.located > RELOCATE:
             native = locate(held.wrapper, held.mirror.session, held.native_id)

@@ -23,6 +23,7 @@ OFF_VALUES = ("0", "off", "no", "false")
 # The protocol's version, sent with `hold`: a server left running by another dh version
 # refuses a hold of another version (the client then mirrors in-process)
 PROTOCOL = 2
+LINE_MAX = 1 << 20  # bytes of one message, at most
 
 
 def enabled() -> bool:
@@ -118,6 +119,13 @@ class Lines:
         self.pending = b""
 
     def feed(self, data: bytes) -> list[dict]:
+        """ValueError for what is no message: not JSON, JSON nested too deep to read, or a
+        line longer than LINE_MAX (a peer that never ends its line must not fill memory)."""
         self.pending += data
         *lines, self.pending = self.pending.split(b"\n")
-        return [json.loads(line) for line in lines if line.strip()]
+        if len(self.pending) > LINE_MAX:
+            raise ValueError("a message longer than LINE_MAX")
+        try:
+            return [json.loads(line) for line in lines if line.strip()]
+        except RecursionError:
+            raise ValueError("a message nested too deep") from None

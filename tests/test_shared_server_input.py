@@ -1,0 +1,137 @@
+"""The shared mirror's server (dh_cli/mirror/shared_server.py) against what a peer of the
+same uid may send, and against its log going away. A real server process for the messages
+and the log's folder; the server's loop in a thread of the test for the timing of a silent
+connection (its waits shortened)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from dh_cli.mirror import shared_server
+from dh_cli.mirror.shared_client import ensure_server
+from dh_cli.mirror.shared_wire import PROTOCOL, connect, lock_path, server_pid, socket_path
+from dh_cli.worlds.local import LocalWorld
+from tests.test_shared_mirror import alive, wait_for
+
+WAIT = 20.0
+
+
+def new_log(folder: Path) -> tuple[Path, str]:
+    """A log with one Pi session whose file exists: (dh.db, its session id)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    native = folder / "pi" / "s.jsonl"
+    native.parent.mkdir(exist_ok=True)
+    native.write_bytes(b'{"type":"session","id":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"}\n')
+    with closing(LocalWorld(folder / "dh.db")) as world:
+        session = world.create_session("pi", home=str(folder), cwd=str(folder), native_path=str(native))
+    return folder / "dh.db", session.id
+
+
+def hold(db: Path, session_id: str, **fields) -> socket.socket:
+    sock = connect(socket_path(db), 5)
+    message = {"op": "hold", "version": PROTOCOL, "session": session_id, "wrapper": "pi",
+               "dirs": [str(db.parent / "pi")], **fields}
+    sock.sendall(json.dumps(message).encode() + b"\n")
+    return sock
+
+
+def answer(sock: socket.socket) -> bytes:
+    """The first line the server sends, or b"" once it closed the connection."""
+    sock.settimeout(WAIT)
+    data = b""
+    while b"\n" not in data and (chunk := sock.recv(4096)):
+        data += chunk
+    return data.split(b"\n")[0]
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the server closes the connection (whatever it says before)."""
+    sock.settimeout(WAIT)
+    while sock.recv(4096):
+        pass
+    return True
+
+
+@pytest.fixture
+def server(tmp_path):
+    db, session_id = new_log(tmp_path / "home")
+    assert ensure_server(db.resolve())
+    pid = server_pid(db)
+    yield db.resolve(), session_id, pid
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_messages_the_server_cannot_take_cost_that_connection_only(server):
+    db, session_id, pid = server
+    bad = [b'{"op":"native_id"}\n',  # no id
+           b"[" * 100_000 + b"\n",  # deeper than json can read
+           b'{"op":"native_id","id":"*"}\n']  # not an id of the harness: a file pattern
+    for line in bad:
+        sock = hold(db, session_id)
+        assert json.loads(answer(sock)) == {"op": "held"}
+        sock.sendall(line)
+        assert wait_for(lambda: answer(sock) == b"", "the connection closed")
+        sock.close()
+    for fields in ({"dirs": ["\ud800"]}, {"version": PROTOCOL + 1}):  # refused before `held`
+        with closing(hold(db, session_id, **fields)) as sock:
+            assert answer(sock) == b""
+    assert alive(pid)
+    with closing(hold(db, session_id)) as sock:  # and it still holds sessions
+        assert json.loads(answer(sock)) == {"op": "held"}
+
+
+def test_a_server_whose_log_folder_went_exits_and_leaves_the_new_servers_socket(tmp_path):
+    folder = tmp_path / "home"
+    db, first = new_log(folder)
+    db = db.resolve()
+    assert ensure_server(db)
+    old = server_pid(db)
+    client = hold(db, first)  # a client it still holds: no idle exit
+    assert json.loads(answer(client)) == {"op": "held"}
+    os.kill(old, signal.SIGSTOP)  # so that it sees the new folder only once the new server runs
+    try:
+        shutil.rmtree(folder)
+        db, session_id = new_log(folder)
+        db = db.resolve()
+        assert ensure_server(db)
+        new = server_pid(db)
+        assert new != old
+    finally:
+        os.kill(old, signal.SIGCONT)
+    try:
+        wait_for(lambda: not alive(old), "the old server's exit")
+        assert closed(client)  # let go: the client mirrors in-process
+        assert socket_path(db).exists() and alive(new)
+        with closing(hold(db, session_id)) as sock:
+            assert json.loads(answer(sock)) == {"op": "held"}
+    finally:
+        os.kill(new, signal.SIGKILL)
+
+
+def test_a_connection_that_never_asks_for_a_hold_does_not_keep_the_server_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(shared_server, "HOLD_FIRST", 0.3)
+    monkeypatch.setattr(shared_server, "IDLE_EXIT", 0.3)
+    db, _ = new_log(tmp_path / "home")
+    lock = os.open(lock_path(db), os.O_RDWR | os.O_CREAT, 0o600)
+    server = shared_server.Server(db, lock)
+    loop = threading.Thread(target=server.serve, daemon=True)
+    loop.start()
+    silent = connect(socket_path(db), 5)
+    started = time.monotonic()
+    loop.join(WAIT)
+    assert not loop.is_alive(), "a silent connection kept the server up"
+    assert time.monotonic() - started >= 0.3
+    assert answer(silent) == b""
+    silent.close()
+    os.close(lock)
