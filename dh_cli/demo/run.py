@@ -83,17 +83,21 @@ def run_demo(say, keep: bool = False) -> DemoResult:
     """say(kind, text) narrates: kind is model | kill | dh."""
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix="dh-demo-"))
-    old_home = os.environ.get("DH_HOME")
+    # one session, gone with its folder: the shared mirror's server would be a process of the
+    # demo that outlives it (mirror/shared_server.py), so the demo mirrors in its own process
+    demo_env = {"DH_HOME": str(folder / "dh-home"), "DH_SHARED_MIRROR": "0"}
+    old_env = {name: os.environ.get(name) for name in demo_env}
     try:
-        os.environ["DH_HOME"] = str(folder / "dh-home")
+        os.environ.update(demo_env)
         result = _run_in(folder, say)
         result.seconds, result.kept = time.monotonic() - started, keep
         return result
     finally:
-        if old_home is None:
-            os.environ.pop("DH_HOME", None)
-        else:
-            os.environ["DH_HOME"] = old_home
+        for name, value in old_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
 
