@@ -101,9 +101,10 @@ PROCESS_ENV = [
     ("DH_DB_TIMEOUT", "Seconds to wait for a busy log database. Default: 30."),
     ("DH_WAL_LIMIT_MB", "The size the log's WAL is kept under while sessions are mirrored. "
                         "Default: 64 (at least 8)."),
-    ("DH_SHARED_MIRROR", "Set to 1 and each `dh run` hands its session to the one shared mirror "
-                         "process of its log instead of mirroring it in its own process (Linux only; "
-                         "cheaper with many sessions). Default: 0."),
+    ("DH_SHARED_MIRROR", "On Linux, each `dh run` hands its session to the one shared mirror "
+                         "process of its log, which mirrors every session of the machine's `dh run`s "
+                         "(cheaper with many sessions). Set to 0 and each `dh run` mirrors its "
+                         "session in its own process. Default: 1."),
     ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
                          "in a second process. Default: 32, and then only while a core is spare; "
                          "set, it always does."),

@@ -27,15 +27,11 @@ LINE_MAX = 1 << 20  # bytes of one message, at most
 
 
 def enabled() -> bool:
-    """DH_SHARED_MIRROR=1 (Linux only): `dh run` hands its sessions to the shared mirror;
-    unset or 0, each `dh run` mirrors its session in its own process. Off by default until it
-    has held through the whole suite and the end-to-end layer: the one full run with it on
-    (2026-12-01, two pytest-xdist workers) had an end-to-end failure not yet explained (Claude
-    Code relaunched as never started, under strace, with the other worker loading the
-    machine), and a run traced with `strace -f` waits for the server's idle exit (5 s)."""
+    """On Linux, `dh run` hands its sessions to the shared mirror unless DH_SHARED_MIRROR is
+    0 (then each `dh run` mirrors its session in its own process, as on other systems)."""
     if not sys.platform.startswith("linux"):
         return False
-    return os.environ.get("DH_SHARED_MIRROR", "0").strip().lower() not in OFF_VALUES
+    return os.environ.get("DH_SHARED_MIRROR", "1").strip().lower() not in OFF_VALUES
 
 
 def socket_path(db: Path) -> Path:
