@@ -10,6 +10,7 @@ user's socket) leaves the session to the in-process mirror, exactly as without t
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import signal
 import socket
@@ -118,8 +119,9 @@ class SharedMirror:
         try:
             self._hold()
         except (OSError, ValueError):
-            if self.sock is None:  # never reached a server: nothing of it can hold the session
-                self._take_back()
+            with self.lock:  # a found_id meanwhile reaches the in-process mirror too
+                if self.sock is None:  # never reached a server: nothing of it holds the session
+                    self._take_back()
         return self
 
     def _hold(self) -> None:
@@ -128,6 +130,11 @@ class SharedMirror:
         if uid != os.getuid():
             sock.close()
             raise OSError("the shared mirror's socket belongs to another user")
+        if self.server <= 0:
+            # in a pid namespace this dh cannot see (a container sharing DH_HOME): _force
+            # could not stop it, and it sees other paths than this dh
+            sock.close()
+            raise OSError("the shared mirror runs where this dh cannot see its process")
         sock.settimeout(None)
         with self.lock:  # found_id sends nothing before the hold
             self.sock = sock
@@ -143,40 +150,79 @@ class SharedMirror:
 
     def _read(self) -> None:
         name_os_thread("dh-shared-cl")
-        lines = Lines()
         try:
-            while data := self.sock.recv(65536):
+            lines = Lines()
+            while data := self._recv():
                 for message in lines.feed(data):
                     self._heard(message)
-        except (OSError, ValueError):
-            pass  # a broken connection is a closed one
-        self._gone()
+        except Exception:  # a line this dh cannot read: another server version, or a bug
+            self._hang_up()
+        finally:
+            self._gone()
 
-    def _heard(self, message: dict) -> None:
+    def _recv(self) -> bytes:
+        try:
+            return self.sock.recv(65536)
+        except OSError:
+            return b""  # a broken connection is a closed one
+
+    def _hang_up(self) -> None:
+        """After a line this dh cannot read, the server may still hold the session: taking it
+        back now would make two writers. Shut this side instead (the server then takes the
+        client for gone, (c): it syncs once more and lets go) and read on to its close."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        while self._recv():
+            pass
+        try:
+            self.notice("dh: the shared mirror sent what this dh cannot read (another dh "
+                        "version?); dh takes the session back")
+        except Exception:
+            pass  # the notice is the lesser loss: the take-back must still run
+
+    def _heard(self, message) -> None:
+        """One message; a message of another shape raises (ValueError, KeyError...)."""
+        if not isinstance(message, dict):
+            raise ValueError(f"not a message: {message!r}")
         op = message.get("op")
         if op == "held":
             self.held.set()
         elif op == "progress":
-            self.progress = max(self.progress, float(message["at"]))
-            self.committed.set()
+            self._progressed(message["at"])
         elif op == "notice":
-            self.notice(str(message["text"]))
+            self.notice(_text(message["text"]))
         elif op == "released":
-            self.committed_at_release = message.get("committed") or {}
-            if message.get("progress_at"):
-                self.progress = max(self.progress, float(message["progress_at"]))
-                self.committed.set()
+            self._released(message)
+
+    def _released(self, message: dict) -> None:
+        committed = message.get("committed") or {}
+        if not isinstance(committed, dict):
+            raise ValueError(f"committed offsets that are not a mapping: {committed!r}")
+        self.committed_at_release = committed
+        if message.get("progress_at") is not None:
+            self._progressed(message["progress_at"])
+
+    def _progressed(self, at) -> None:
+        self.progress = max(self.progress, _seconds(at))
+        self.committed.set()
 
     def _gone(self) -> None:
         """The socket closed: the server let go of the session or died, all its threads
         with it (b). Unless the attempt is ending, mirror in-process from the committed offset."""
-        with self.lock:
-            if not self.releasing:
-                self._take_back()
-        self.held.set()
-        self.released.set()
+        try:
+            with self.lock:
+                if not self.releasing:
+                    self._take_back()
+        finally:  # whatever happened, nobody waits for an answer that cannot come
+            self.held.set()
+            self.released.set()
 
     def _take_back(self) -> None:
+        """Under self.lock: a found_id then sees no mirror here, or one that has the id."""
+        if self.local is not None:
+            return  # taken back already: one in-process mirror per attempt
         local = LiveMirror(self.world_path, self.wrapper, self.session_id, self.watch_dirs,
                            notice=self.notice)
         local.committed = self.committed
@@ -217,8 +263,22 @@ class SharedMirror:
         """A server that does not answer may still write: kill it (it is ours, same uid) and
         wait for its socket to close, which it does only once its last thread is gone."""
         self.notice("dh: the shared mirror did not answer; dh stops it and mirrors in-process")
-        try:
-            os.kill(self.server, signal.SIGKILL)
-        except (OSError, TypeError):
-            pass
+        if self.server is not None and self.server > 0:  # pid 0 or -1 would be a group or all
+            try:
+                os.kill(self.server, signal.SIGKILL)
+            except OSError:
+                pass
         self.reader.join(GONE_WAIT)
+
+
+def _seconds(value) -> float:
+    """A server's monotonic time, refused unless a finite number (bool and str are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"not a time: {value!r}")
+    return float(value)
+
+
+def _text(value) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not a text: {value!r}")
+    return value
