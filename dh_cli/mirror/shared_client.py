@@ -29,6 +29,7 @@ CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in 
 HOLD_WAIT = 30.0
 RELEASE_WAIT = 120.0  # seconds for `released` (the server may wait on a lock another dh holds)
 GONE_WAIT = 30.0  # seconds for a killed server's socket to close
+TURN_SLACK = 1.0  # seconds past CONNECT_WAIT to wait for the spawn lock; then in-process
 
 
 def _server_running(db: Path) -> bool:
@@ -55,16 +56,61 @@ def ensure_server(db: Path) -> bool:
     sock = socket_path(db)
     turn = os.open(f"{db}.mirror.spawn", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(turn, fcntl.LOCK_EX)
+        if not _take_turn(turn):
+            return False  # in-process
         if _server_running(db) and sock.exists():
             return True
-        _spawn(db)
-        deadline = time.monotonic() + CONNECT_WAIT
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return sock.exists()
+        if _traced():
+            # a server forked now would be traced for its whole life, and `strace -f`
+            # would not return before it idle-exits, which no later `dh run` lets happen
+            return False
+        return _start(db, sock)
     finally:
         os.close(turn)
+
+
+def _take_turn(turn: int) -> bool:
+    """The spawn lock, or False past CONNECT_WAIT + TURN_SLACK: a `dh run` stopped in its
+    turn (Ctrl-Z) must not hold up every other one, as a blocking flock would."""
+    deadline = time.monotonic() + CONNECT_WAIT + TURN_SLACK
+    while True:
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _start(db: Path, sock: Path) -> bool:
+    """Spawn a server and wait for its socket. The lock held while the socket is missing is
+    an old server shutting down: the one spawned now exits at once, so once the lock is free
+    spawn once more (and wait CONNECT_WAIT for that one; at most twice that in all)."""
+    old = _server_running(db)
+    _spawn(db)
+    deadline = time.monotonic() + CONNECT_WAIT
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        # probed only while the old one holds the lock: a probe can make a server that is
+        # taking the lock exit, and after the second spawn nothing probes any more
+        if old and not _server_running(db):
+            old = False
+            _spawn(db)
+            deadline = time.monotonic() + CONNECT_WAIT
+    return sock.exists()
+
+
+def _traced() -> bool:
+    """Whether strace, gdb or any ptrace tracer traces this process (TracerPid)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1]) != 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _spawn(db: Path) -> None:
