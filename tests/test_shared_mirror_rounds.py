@@ -71,16 +71,17 @@ def logged(db: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
 
 
-def test_a_session_that_fails_by_itself_is_rolled_back_alone_and_let_go(tmp_path, monkeypatch):
-    """One session's own failure (here: a record the log refuses) is rolled back to its
-    savepoint and that session is let go, for its client to take back; the other session's
-    records of the same round commit."""
+def test_a_session_that_fails_by_itself_is_let_go_and_fails_no_other(tmp_path, monkeypatch):
+    """One session's own failure (here: a record the log refuses) rolls the round back and
+    lets that session go, for its client to take back; no session is marked failing, and the
+    next round logs the other session's lines once."""
     db = tmp_path / "dh.db"
     world = LocalWorld(db)
     natives = [pi_file(tmp_path / f"s{n}", 10 + n) for n in range(2)]
     sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
                 for p in natives]
-    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: None)
+    told = []
+    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message))
     held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
     mirrors.held.update(held)
     real = GroupWorld.commit
@@ -93,10 +94,13 @@ def test_a_session_that_fails_by_itself_is_rolled_back_alone_and_let_go(tmp_path
 
     monkeypatch.setattr(GroupWorld, "commit", first_refused)
     assert mirrors.sync(held) == [held[0]]
-    assert held[0].mirror is None and not any(h.failing for h in held)
-    assert world.sources(sessions[0].id) == []  # its source went with its savepoint
+    assert not any(h.failing for h in held) and told == []
+    assert held[1].due == 0.0  # again at once
+    assert mirrors.sync(held[1:]) == []
+    assert world.sources(sessions[0].id) == []  # its source went with the round
     (kept,) = world.sources(sessions[1].id)
     assert source_bytes(world, kept) == natives[1].read_bytes()
+    assert world.source_stats(kept.id)[1] == natives[1].read_bytes().count(b"\n")
     mirrors.reset()
     world.close()
 

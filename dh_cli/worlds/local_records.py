@@ -25,20 +25,25 @@ def insert_rows(conn, rows: list[tuple]) -> int:
     tailer's rows do: see wrappers/base.py search_text) in the same transaction. Only rows
     added now are indexed: their ids are above the largest before the insert. Rows without
     that text (pulled from another world) are parsed again to index them."""
-    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
+    untexted = any(len(row) == ROW_WIDTH for row in rows)
+    texts = [] if untexted else [row[:3] + (row[ROW_WIDTH],) for row in rows if row[ROW_WIDTH]]
+    # the largest id before, only when there is text to index (a live sync of records
+    # without text, e.g. Pi's custom entries, saves the query: ~10 us of a ~100 us sync)
+    top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0] \
+        if untexted or texts else 0
     before = conn.total_changes
     conn.executemany(INSERT_RECORD, [storage_row(row[:ROW_WIDTH]) for row in rows])
     added = conn.total_changes - before
     if not added:
         return 0
-    if any(len(row) == ROW_WIDTH for row in rows):
+    if untexted:
         from .search import index_records
 
         index_records(conn, top)
-    else:
+    elif texts:
         from .search import INDEX_TEXT
 
-        conn.executemany(INDEX_TEXT, [row[:3] + (row[ROW_WIDTH], top) for row in rows if row[ROW_WIDTH]])
+        conn.executemany(INDEX_TEXT, [text + (top,) for text in texts])
     return added
 
 
