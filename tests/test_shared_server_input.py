@@ -135,3 +135,31 @@ def test_a_connection_that_never_asks_for_a_hold_does_not_keep_the_server_up(tmp
     assert answer(silent) == b""
     silent.close()
     os.close(lock)
+
+
+def messages(sock: socket.socket):
+    """The server's messages as they come (json objects), until it closes."""
+    sock.settimeout(WAIT)
+    pending = b""
+    while chunk := sock.recv(4096):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield json.loads(line)
+
+
+def test_the_client_hears_of_each_commit_at_most_once_a_second(server):
+    """`progress`: what the supervisor's stall check and the workspace snapshots wait for."""
+    db, session_id, _ = server
+    native = db.parent / "pi" / "s.jsonl"
+    sock = hold(db, session_id)
+    heard = messages(sock)
+    assert next(heard) == {"op": "held"}
+    times = []
+    for n in range(2):
+        with native.open("ab") as out:
+            out.write(b'{"type":"custom","customType":"load","data":{"n":%d}}\n' % n)
+        assert next(heard)["op"] == "progress"
+        times.append(time.monotonic())
+    assert times[1] - times[0] >= shared_server.PROGRESS_EVERY * 0.9
+    sock.close()

@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import LogDbError
 from ..osthread import name_os_thread
 from ..supervisor.live import LiveMirror
 from .shared_wire import PROTOCOL, Lines, connect, encode, lock_path, peer, socket_path
@@ -136,6 +137,7 @@ class SharedMirror:
                  notice=None):
         self.world_path, self.wrapper, self.session_id = world_path, wrapper, session_id
         self.db = Path(world_path).resolve()  # the server's name for the log (its socket's)
+        self.log_was_there = self.db.exists()
         self.watch_dirs = list(watch_dirs)
         self.notice = notice or (lambda text: print(text, file=sys.stderr))
         self.native_id: str | None = None
@@ -269,6 +271,11 @@ class SharedMirror:
         """Under self.lock: a found_id then sees no mirror here, or one that has the id."""
         if self.local is not None:
             return  # taken back already: one in-process mirror per attempt
+        if self.log_was_there and not self.db.exists():
+            # the server let go because the log was deleted: a mirror would make an empty
+            # one (the supervisor then reports the deletion: watchers.py)
+            self.error = LogDbError(f"the log {self.db} is gone")
+            return
         local = LiveMirror(self.world_path, self.wrapper, self.session_id, self.watch_dirs,
                            notice=self.notice)
         local.committed = self.committed

@@ -85,6 +85,8 @@ class Server:
         self.by_session: dict[str, Conn] = {}
         self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
         self.dirty: set[Conn] = set()
+        self.reporting: set[Conn] = set()  # held connections with progress not yet reported
+        self.next_due = 0.0  # no held session is due a sync without an event before this
         self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
                                       lambda held, message: self._send(held.owner, message))
         self.idle_since: float | None = time.monotonic()
@@ -130,11 +132,16 @@ class Server:
             elif fd in self.conns:
                 self._read(self.conns[fd])
         now = time.monotonic()
-        due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now}
+        scan = now >= self.next_due  # the held sessions are looked over only then
+        due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now} if scan else set()
         self._sync([c.held for c in self.dirty | due if c.held is not None])
         self.dirty.clear()
+        if scan:
+            self.next_due = min((c.held.due for c in self.conns.values() if c.held is not None),
+                                default=float("inf"))
         self._report()
-        self._close_silent(now)
+        if len(self.conns) > len(self.by_session):
+            self._close_silent(now)
 
     def _close_silent(self, now: float) -> None:
         """A connection that never asked for a hold (a hung or stopped client, a probe) would
@@ -145,12 +152,8 @@ class Server:
     def _timeout(self) -> float:
         """Until the next poll of a session or the next progress report (or the idle exit)."""
         now = time.monotonic()
-        deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY)]
-        for conn in self.conns.values():
-            if conn.held is not None:
-                deadlines.append(conn.held.due)
-                if conn.held.progress_at is not None:
-                    deadlines.append(conn.held.reported + PROGRESS_EVERY)
+        deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY), self.next_due]
+        deadlines += [c.held.reported + PROGRESS_EVERY for c in self.reporting if c.held is not None]
         return max(0.0, min(deadlines) - now)
 
     def _changed(self) -> None:
@@ -291,6 +294,7 @@ class Server:
         if self.conns.pop(conn.sock.fileno(), None) is not None:
             self.poller.unregister(conn.sock.fileno())
         self.dirty.discard(conn)
+        self.reporting.discard(conn)
         conn.sock.close()
 
     def _watch(self, conn: Conn, folder: Path) -> None:
@@ -303,7 +307,12 @@ class Server:
     def _sync(self, sessions: list[Held]) -> None:
         if not sessions:
             return
-        for held in self.mirrors.sync(sessions):  # the client takes the session back: (b)
+        broken = self.mirrors.sync(sessions)
+        # what the round did is looked at here, for these sessions only: a loop over every
+        # session at each wake-up cost ~10 us per record with 32 sessions at 20 records/s
+        self.next_due = min(self.next_due, *(held.due for held in sessions))
+        self.reporting.update(held.owner for held in sessions if held.progress_at is not None)
+        for held in broken:  # the client takes the session back: (b)
             if held.owner.held is held:
                 self._send(held.owner, {"op": "notice", "text": "dh: the shared mirror let go of "
                                                                "the session after an unexpected error"})
@@ -311,10 +320,13 @@ class Server:
 
     def _report(self) -> None:
         now = time.monotonic()
-        for conn in list(self.conns.values()):
+        for conn in list(self.reporting):
             held = conn.held
-            if held is not None and held.progress_at is not None and now - held.reported >= PROGRESS_EVERY:
+            if held is None or held.progress_at is None:
+                self.reporting.discard(conn)
+            elif now - held.reported >= PROGRESS_EVERY:
                 at, held.progress_at, held.reported = held.progress_at, None, now
+                self.reporting.discard(conn)
                 self._send(conn, {"op": "progress", "at": at})
 
     def _shut(self) -> None:

@@ -56,6 +56,9 @@ class AttemptWatchers:
         Returns the session as the log has it then (its native id may be new)."""
         self.live.stop()
         if self.live.error:
+            # a log deleted under dh is the cause to report (the shared mirror let go of the
+            # session then, and the mirror that took it back found no such session)
+            getattr(self.world, "check_in_place", lambda: None)()
             raise self.live.error
         session = prepare_sync(self.world, self.wrapper, session, self.live.native_id, self.launch)
         self.workspace.stop()  # its last snapshot sees every record the drain committed
