@@ -47,9 +47,12 @@ def test_codex_finds_the_rollout_the_launched_harness_created(tmp_path):
                                   claimed=lambda sid: sid == THREAD) is None
 
 
-def make_opencode_db(db: Path) -> sqlite3.Connection:
+def make_opencode_db(db: Path, wal: bool = True) -> sqlite3.Connection:
+    """A database with OpenCode's session table, in WAL mode as OpenCode keeps it."""
     db.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(db)
+    if wal:
+        conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("CREATE TABLE session (id text PRIMARY KEY, directory text NOT NULL,"
                  " time_created integer NOT NULL, time_updated integer NOT NULL)")
     return conn
@@ -76,6 +79,21 @@ def test_opencode_finds_the_new_session_row_for_the_cwd(tmp_path):
     add_row(conn, "ses_new", cwd, now + 1)
     found = opencode.launched_session(db, str(cwd), launch.since, launch.before, False)
     assert found.harness_session_id == "ses_new" and found.sources[0].kind == "opencode"
+
+
+def test_a_database_opencode_has_not_switched_to_wal_yet_is_not_opened(tmp_path):
+    """OpenCode makes its database WAL at its start, before it sets a busy timeout: a read
+    in that moment would make it fail ("database is locked"). dh waits for the header."""
+    opencode, cwd = get("opencode"), tmp_path / "proj"
+    cwd.mkdir()
+    db = tmp_path / "opencode.db"
+    conn = make_opencode_db(db, wal=False)
+    launch = Launch.of(opencode, db, str(cwd))
+    add_row(conn, "ses_new", cwd, int(time.time() * 1000) + 1)
+    assert opencode.launched_session(db, str(cwd), launch.since, launch.before, False) is None
+    conn.execute("PRAGMA journal_mode=WAL")
+    found = opencode.launched_session(db, str(cwd), launch.since, launch.before, False)
+    assert found.harness_session_id == "ses_new"
 
 
 def test_a_harness_told_to_continue_is_matched_by_the_session_it_writes(tmp_path):

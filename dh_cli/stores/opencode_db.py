@@ -44,9 +44,25 @@ def list_sessions(db: Path) -> list[tuple[str, str | None]]:
         conn.close()
 
 
+def in_wal_mode(db: Path) -> bool:
+    """Whether the database file's header says WAL (bytes 18 and 19 are 2), read without
+    SQLite, so without a lock. OpenCode switches a new database to WAL at its start, before it
+    sets a busy timeout: a reader's lock in that moment made it fail with "database is locked"
+    (seen twice in the e2e suite, dh looking for the session a starting OpenCode makes)."""
+    try:
+        with open(db, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
 def sessions_since(db: Path, since_ms: int) -> list[tuple[str, str | None, int | None]]:
     """(id, directory, time_updated) of the sessions updated at or after since_ms (less a
-    second of slack), oldest first by creation."""
+    second of slack), oldest first by creation. These are the looks while OpenCode may be
+    starting: a database not yet in WAL mode is not opened (in_wal_mode)."""
+    if not in_wal_mode(db):
+        raise NativeStateError(f"{db} is not in WAL mode yet (OpenCode is starting)")
     conn = connect_ro(db)
     try:
         if "session" not in _tables(conn):
