@@ -19,7 +19,7 @@ import pytest
 from dh_cli.mirror import shared_client
 from dh_cli.mirror.shared_client import SharedMirror
 from dh_cli.mirror.shared_wire import socket_path
-from tests.fakes.shared_peer import FakeLocal
+from tests.fakes.shared_peer import FakeLocal, ready_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT / "tests" / "fakes" / "shared_peer.py"
@@ -44,19 +44,8 @@ def db(tmp_path):
 @pytest.fixture
 def peer(db):
     """peer(mode, arg): the fake server, listening once this returns; killed at the end."""
-    procs = []
-
-    def start(mode: str, arg: str = "") -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, str(PEER), str(socket_path(db)), mode, arg],
-                                stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout.readline() == "ready\n"
-        return proc
-
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+    with ready_processes() as start:
+        yield lambda mode, arg="": start([sys.executable, str(PEER), str(socket_path(db)), mode, arg])
 
 
 def mirror(db: Path) -> SharedMirror:

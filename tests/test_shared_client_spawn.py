@@ -18,6 +18,7 @@ import pytest
 
 from dh_cli.mirror import shared_client
 from dh_cli.mirror.shared_client import ensure_server
+from tests.fakes.shared_peer import ready_processes
 from dh_cli.mirror.shared_wire import lock_path, server_pid, socket_path
 from dh_cli.worlds.local import LocalWorld
 
@@ -54,19 +55,8 @@ def _cmdline(pid: int) -> bytes:
 @pytest.fixture
 def holder():
     """holder(path, seconds): a process that holds an flock on path for that long."""
-    procs = []
-
-    def hold(path: Path, seconds: float) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)],
-                                stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout.readline() == "ready\n"
-        return proc
-
-    yield hold
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+    with ready_processes() as start:
+        yield lambda path, seconds: start([sys.executable, "-c", HOLDER, str(path), str(seconds)])
 
 
 def test_a_dh_stopped_in_its_spawn_turn_holds_up_no_other(db, holder, monkeypatch):

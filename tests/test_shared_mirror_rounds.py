@@ -27,16 +27,23 @@ def pi_file(folder: Path, records: int) -> Path:
     return native
 
 
-def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_once(tmp_path, monkeypatch):
+def two_sessions(tmp_path: Path, records: int):
+    """A log with two Pi sessions of `records` and one more lines, held by one SessionMirrors:
+    (db, world, native files, sessions, mirrors, held, what their clients were told)."""
     db = tmp_path / "dh.db"
     world = LocalWorld(db)
-    natives = [pi_file(tmp_path / f"s{n}", 20 + n) for n in range(2)]
+    natives = [pi_file(tmp_path / f"s{n}", records + n) for n in range(2)]
     sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
                 for p in natives]
     told = []
-    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message["text"]))
+    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message))
     held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
     mirrors.held.update(held)
+    return db, world, natives, sessions, mirrors, held, told
+
+
+def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_once(tmp_path, monkeypatch):
+    db, world, natives, sessions, mirrors, held, told = two_sessions(tmp_path, 20)
     real, calls = GroupWorld.commit, []
 
     def second_fails(self, source, records, *args, **kwargs):
@@ -50,7 +57,7 @@ def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_onc
     assert calls == [sessions[0].id, sessions[1].id]
     assert logged(db) == 0  # the first session's records went with the round
     assert all(h.failing for h in held) and all(h.mirror is None for h in held)
-    assert sum("keeps trying to log it" in text for text in told) == 2
+    assert sum("keeps trying to log it" in m["text"] for m in told) == 2
     monkeypatch.setattr(GroupWorld, "commit", real)
     for h in held:
         h.due = 0.0
@@ -61,7 +68,7 @@ def test_a_failed_round_rolls_back_every_session_and_the_next_logs_each_line_onc
         assert world.source_stats(source.id)[1] == native.read_bytes().count(b"\n")
         assert [e.type for e in world.events(item.id)].count("log_write_failed") == 1
     assert not any(h.failing for h in held)
-    assert sum("can be written again" in text for text in told) == 2
+    assert sum("can be written again" in m["text"] for m in told) == 2
     mirrors.reset()
     world.close()
 
@@ -75,15 +82,7 @@ def test_a_session_that_fails_by_itself_is_let_go_and_fails_no_other(tmp_path, m
     """One session's own failure (here: a record the log refuses) rolls the round back and
     lets that session go, for its client to take back; no session is marked failing, and the
     next round logs the other session's lines once."""
-    db = tmp_path / "dh.db"
-    world = LocalWorld(db)
-    natives = [pi_file(tmp_path / f"s{n}", 10 + n) for n in range(2)]
-    sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
-                for p in natives]
-    told = []
-    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message))
-    held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
-    mirrors.held.update(held)
+    db, world, natives, sessions, mirrors, held, told = two_sessions(tmp_path, 10)
     real = GroupWorld.commit
 
     def first_refused(self, source, records, *args, **kwargs):

@@ -10,11 +10,32 @@ Also `FakeLocal`, which stands in for the in-process LiveMirror the client takes
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from dh_cli.mirror.shared_wire import Lines, encode, listen
+
+
+@contextmanager
+def ready_processes():
+    """start(argv): a process that prints `ready` once it is set up; all killed at the end."""
+    procs = []
+
+    def start(argv: list[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline() == "ready\n"
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 class FakeLocal:
