@@ -29,6 +29,8 @@ from dh_cli.mirror.importer import import_sessions  # noqa: E402
 from dh_cli.resume.rebuild import rebuild_session  # noqa: E402
 from dh_cli.worlds import local as local_module  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, encode_rows  # noqa: E402
+from dh_cli.worlds.local_records import insert_rows  # noqa: E402
+from dh_cli.worlds.rows import INSERT_RECORD, ROW_WIDTH, storage_row  # noqa: E402
 from dh_cli.wrappers.base import to_record  # noqa: E402
 from tests.fakes.transcripts import write_claude_transcript  # noqa: E402
 
@@ -86,8 +88,7 @@ def insert_breakdown(native: Path, work: Path) -> None:
     world, source = scratch("bd-parse")
     rows, parse_s = dh_rows(native, world, source)
     world.close()
-    width = local_module._WIDTH
-    plain = [local_module._storage(row[:width]) for row in rows]
+    plain = [storage_row(row[:ROW_WIDTH]) for row in rows]
 
     def insert(name: str, drop: tuple = (), fts: bool = True) -> float:
         world, _ = scratch(name)
@@ -96,9 +97,9 @@ def insert_breakdown(native: Path, work: Path) -> None:
         started = time.perf_counter()
         with world._write() as conn:
             if fts:
-                local_module._insert_rows(conn, rows)
+                insert_rows(conn, rows)
             else:
-                conn.executemany(local_module._INSERT_RECORD, plain)
+                conn.executemany(INSERT_RECORD, plain)
         took = time.perf_counter() - started
         world.close()
         return took
