@@ -216,7 +216,7 @@ class Server:
         for message in messages:
             try:
                 self._handle(conn, message)
-            except Exception:  # noqa: BLE001 - a message the server cannot take: the client gets its session back
+            except Exception:  # noqa: BLE001 - a message it cannot take: the client takes its session back
                 self._drop(conn)
             if conn.sock.fileno() < 0:
                 return

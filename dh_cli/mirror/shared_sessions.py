@@ -186,7 +186,7 @@ class SessionMirrors:
     def _step(self, held: Held, world) -> int:
         if held.mirror is None:
             held.mirror = open_mirror(world, held.wrapper, held.session_id, held.native_id, None)
-            if held.mirror is not None and held.mirror.session.harness != held.wrapper.name:
+            if held.mirror is not None and wrappers.get(held.mirror.session.harness) is not held.wrapper:
                 raise ValueError("the session is another harness's")
             self._watch_sources(held)
         elif time.monotonic() - held.located > RELOCATE:
