@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.mirror.importer import import_sessions  # noqa: E402
 from dh_cli.resume.rebuild import rebuild_session  # noqa: E402
-from dh_cli.worlds import local as local_module  # noqa: E402
+from dh_cli.worlds import local_conn  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, encode_rows  # noqa: E402
 from dh_cli.worlds.local_records import insert_rows  # noqa: E402
 from dh_cli.worlds.rows import INSERT_RECORD, ROW_WIDTH, storage_row  # noqa: E402
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, help="an experiment: the page size of dh's new logs")
     args = parser.parse_args()
     if args.page_size:
-        local_module.PAGE_SIZE = args.page_size
+        local_conn.PAGE_SIZE = args.page_size  # where LocalWorld reads it
     work = Path(tempfile.mkdtemp(prefix="dh-bench-"))
     home = work / "claude"
     native = home / "projects" / "-home-dev-project" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
