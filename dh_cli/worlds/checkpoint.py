@@ -116,13 +116,13 @@ class Checkpointer:
         self.wake_at = max(self.soft, self.truncate_at)
 
     def fold_here(self, conn: sqlite3.Connection) -> bool:
-        """Fold the WAL in on the writer's own connection, outside any transaction, once it
-        passed SOFT; True if it did. A PASSIVE checkpoint that ends with no commit after it
-        has folded in every frame, so the writer's next transaction restarts the WAL (and the
-        commit cuts the file back to SOFT): with the thread and the writer apart, under a
-        stream of commits it never had, and the WAL ran up to the writers' hold (48 MB),
-        where each hold stalled the writer 50 ms (32 x 200/s: 80 holds in 30 s, 4.4 s of
-        the server's loop). A PASSIVE of SOFT bytes takes a few ms."""
+        """Fold the WAL in on the writer's own connection, between its transactions, once it
+        passed SOFT; True if it did. Run here, the PASSIVE checkpoint has no commit after it:
+        it folds in every frame, and the writer's next transaction restarts the WAL (its
+        commit cuts the file back to SOFT). Run by the thread under a stream of commits, it
+        never got that moment: the WAL ran up to the writers' hold (48 MB), and each hold
+        stalled the writer 50 ms (32 x 200/s: 80 holds in 30 s, 4.4 s of the server's loop).
+        A PASSIVE of SOFT bytes takes a few ms."""
         if self._wal_size() <= self.soft:
             return False
         self._run_pragma(conn, "PASSIVE")
