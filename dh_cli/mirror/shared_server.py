@@ -10,7 +10,7 @@ Started on demand by the first `dh run` that needs it (shared_client.py), detach
 session of its own: `python -m dh_cli.mirror.shared_server DB`. It holds `DB.mirror.lock`
 (flock) for its whole life, so there is one server per log, and listens on `DB.mirror.sock`
 (0600, every peer's uid checked with SO_PEERCRED). It exits IDLE_EXIT s after its last
-client left.
+client left, or once its log's folder is gone or replaced (letting every session go).
 
 The handover (one writer per session, nothing lost, whoever dies). The log is the truth: a
 source's offset is committed in the same transaction as its records (tailer.py), so whoever
