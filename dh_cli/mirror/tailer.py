@@ -67,7 +67,7 @@ class Fingerprint:
         """Read the new ends after `offset` moved; their (head, tail) hashes for the log. A
         head of SPAN bytes stays as it is while the file grows (a rewrite is what matches()
         looks for), so then only the tail is read: one system call less per live sync."""
-        if self.ends is not None and len(self.ends[0]) == SPAN:
+        if self.ends is not None and len(self.ends[0]) == SPAN <= offset:
             head, tail = self.ends[0], os.pread(fd, SPAN, offset - SPAN)
         else:
             head, tail = ends(fd, offset)
