@@ -149,3 +149,24 @@ def test_unreadable_file(nobody_dir):
     assert code == 0, out
     seen = json.loads(out.strip().splitlines()[-1])
     assert seen["missing"] and seen["event"] == "source_unreadable" and seen["error"], seen
+
+
+def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
+    # live syncs read only the tail once the head is SPAN bytes: what they log must still be
+    # the file's own ends, before and after the head fills, so that a restart sees no rewrite
+    from dh_cli.mirror.tailer import SPAN, fingerprint
+
+    path, sync, world, session = tail
+    path.write_bytes(b"")
+    for _ in range(3 * SPAN // len(LINE) + 2):
+        with open(path, "ab") as f:
+            f.write(LINE)
+        assert sync().added == 1
+        (source,) = world.sources(session.id)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert (source.head_hash, source.tail_hash) == fingerprint(fd, source.offset)
+        finally:
+            os.close(fd)
+    assert source.offset > 2 * SPAN
+    assert logged(world, session) == path.read_bytes()
