@@ -2,7 +2,10 @@
 
 Prints ratios against baselines measured in the same run (this machine is noisy):
   import  vs. a raw in-process SQLite insert of the same lines in one transaction (goal ≥ 0.6×),
-          the median of --pairs pairs (raw insert, dh import) run back to back; the import with
+          the median of --pairs pairs (raw insert, dh import) run back to back; and vs. the same
+          raw insert plus dh's search index (the log's own FTS5 table) of the same text, taken
+          from the lines beforehand: what an insert that keeps every record searchable costs
+          at the least (the issue's goal was set before the log had a search index); the import with
           a second process parsing (mirror/parse_pool.py, forced with DH_PARSE_POOL_MB=32; dh
           itself uses it only while a core is spare) and with everything parsed in this process
   rebuild vs. `cp` of the native file (goal ≤ 1.5× cp's time)
@@ -31,7 +34,7 @@ from dh_cli.worlds import local_conn  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, encode_rows  # noqa: E402
 from dh_cli.worlds.local_records import insert_rows  # noqa: E402
 from dh_cli.worlds.rows import INSERT_RECORD, ROW_WIDTH, storage_row  # noqa: E402
-from dh_cli.wrappers.base import to_record  # noqa: E402
+from dh_cli.wrappers.base import search_text, to_record  # noqa: E402
 from tests.fakes.transcripts import write_claude_transcript  # noqa: E402
 
 
@@ -48,6 +51,36 @@ def raw_insert(native: Path, db: Path) -> None:
     conn.execute("BEGIN")
     with open(native, "rb") as handle:
         conn.executemany("INSERT INTO lines (raw) VALUES (?)", ((line,) for line in handle))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def search_table_sql() -> str:
+    """The log's own FTS5 table, as its migration makes it (worlds/migrations.py m009)."""
+    world = LocalWorld(Path(tempfile.mkdtemp(prefix="dh-fts-")) / "dh.db")
+    sql = world.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'record_text'").fetchone()[0]
+    world.close()
+    return sql
+
+
+def search_texts(native: Path) -> list[str | None]:
+    """Each line's search text, as the tailer indexes it (wrappers/record_row.py search_text)."""
+    wrapper = wrappers.get("claude")
+    with open(native, "rb") as handle:
+        return [search_text(wrapper.parse(raw)) for raw in handle]
+
+
+def raw_insert_indexed(native: Path, db: Path, table_sql: str, texts: list) -> None:
+    """raw_insert, and the same text indexed in the same transaction."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE lines (id INTEGER PRIMARY KEY, raw BLOB)")
+    conn.execute(table_sql)
+    conn.execute("BEGIN")
+    with open(native, "rb") as handle:
+        conn.executemany("INSERT INTO lines (raw) VALUES (?)", ((line,) for line in handle))
+    conn.executemany("INSERT INTO record_text (rowid, text) VALUES (?, ?)",
+                     ((n, text) for n, text in enumerate(texts, 1) if text))
     conn.execute("COMMIT")
     conn.close()
 
@@ -136,17 +169,22 @@ def main() -> None:
     if args.breakdown:
         insert_breakdown(native, work)
 
+    table_sql, texts = search_table_sql(), search_texts(native)
     ratios = {"pool": [], "in-process": []}
+    indexed_ratios = {"pool": [], "in-process": []}
     for n in range(args.pairs):
         for mode, pool_mb in (("pool", "32"), ("in-process", "1000000")):
             baseline = timed(lambda: raw_insert(native, work / f"raw-{n}-{mode}.db"))
+            indexed = timed(lambda: raw_insert_indexed(native, work / f"rawfts-{n}-{mode}.db", table_sql, texts))
             os.environ["DH_PARSE_POOL_MB"] = pool_mb
             scratch = LocalWorld(work / f"import-{n}-{mode}.db")
             dh_import = timed(lambda: import_sessions(scratch, wrappers.get("claude"), home, all_=True))
             scratch.close()
             ratios[mode].append(baseline / dh_import)
-            print(f"  pair {n + 1} {mode}: raw insert {baseline:.2f} s, dh import {dh_import:.2f} s, "
-                  f"ratio {baseline / dh_import:.2f}", flush=True)
+            indexed_ratios[mode].append(indexed / dh_import)
+            print(f"  pair {n + 1} {mode}: raw insert {baseline:.2f} s, raw insert + search index "
+                  f"{indexed:.2f} s, dh import {dh_import:.2f} s, ratios {baseline / dh_import:.2f}, "
+                  f"{indexed / dh_import:.2f}", flush=True)
             for path in work.glob(f"*-{n}-{mode}.db*"):
                 path.unlink()
     os.environ.pop("DH_PARSE_POOL_MB")
@@ -167,6 +205,9 @@ def main() -> None:
           f"{statistics.median(ratios['pool']):.2f}x with a second process parsing, "
           f"{statistics.median(ratios['in-process']):.2f}x parsed in this process (goal >= 0.6; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(f"import throughput / (raw insert + the same search index), median: "
+          f"{statistics.median(indexed_ratios['pool']):.2f}x with a second process parsing, "
+          f"{statistics.median(indexed_ratios['in-process']):.2f}x parsed in this process")
     print(f"cp: {cp:.2f} s; dh rebuild: {rebuild:.2f} s; rebuild/cp: {rebuild / cp:.2f}x (goal <= 1.5)")
     print(f"  for reference: cp + fsync of the copy {cp_sync:.2f} s (rebuild fsyncs: "
           f"{rebuild / cp_sync:.2f}x of that); fetching the stored rows alone {rows_only:.2f} s "

@@ -63,7 +63,7 @@ def test_the_mirror_indexes_records_in_the_same_transaction(tail, monkeypatch):
     indexed = world.conn.execute("SELECT COUNT(*) FROM record_text WHERE record_text MATCH 'quokka'")
     assert indexed.fetchone() == (1,)
     # a record and its text are one commit: when indexing fails, the record is not kept either
-    monkeypatch.setattr(search_module, "INDEX_TEXT", "INSERT INTO no_such_table VALUES (?, ?, ?, ?, ?)")
+    monkeypatch.setattr(search_module, "INDEX_TEXT_AT", "INSERT INTO no_such_table VALUES (?, ?)")
     with path.open("ab") as handle:
         handle.write(b'{"type":"message","id":"c1","parentId":"b1","message":{"role":"user",'
                      b'"content":"and wombat"}}\n')
@@ -72,3 +72,28 @@ def test_the_mirror_indexes_records_in_the_same_transaction(tail, monkeypatch):
     reader = LocalWorld()
     assert reader.conn.execute("SELECT COUNT(*) FROM records").fetchone() == (3,)
     assert reader.conn.execute("SELECT COUNT(*) FROM record_text").fetchone() == (2,)
+
+
+def test_texts_go_under_their_records_ids_when_some_rows_were_there_already(tail):
+    # a batch of which some rows are in the log already (OR IGNORE keeps them out): the
+    # ids after the largest are then not the batch's, and each text is found by its place
+    from dh_cli.worlds.local_records import insert_rows
+    from dh_cli.worlds.rows import ROW_WIDTH
+
+    path, sync, world, session = tail
+    (source,) = world.sources(session.id)
+
+    def row(offset: int, word: str) -> tuple:
+        line = json.dumps({"type": "message", "id": word, "message": {"role": "user", "content": word}})
+        return (source.id, 0, offset, line.encode(), None, "user") + (None,) * (ROW_WIDTH - 6) + (word,)
+
+    with world._write() as conn:
+        assert insert_rows(conn, [row(0, "aardvark"), row(100, "bison")]) == 2
+    with world._write() as conn:  # the first two again, around two new ones
+        assert insert_rows(conn, [row(0, "aardvark"), row(50, "cheetah"), row(100, "bison"),
+                                  row(150, "dingo")]) == 2
+    by_word = {word: world.conn.execute("SELECT rowid FROM record_text WHERE record_text MATCH ?",
+                                        [word]).fetchall() for word in ("aardvark", "bison", "cheetah", "dingo")}
+    ids = dict(world.conn.execute('SELECT "offset", id FROM records WHERE source_id = ?', [source.id]))
+    assert by_word == {"aardvark": [(ids[0],)], "bison": [(ids[100],)], "cheetah": [(ids[50],)],
+                       "dingo": [(ids[150],)]}

@@ -15,6 +15,7 @@ from .rows import STORED_RAW, decode_raw
 
 INDEX_TEXT = ("INSERT INTO record_text (rowid, text) SELECT id, ?4 FROM records"
               " WHERE source_id = ?1 AND generation = ?2 AND \"offset\" = ?3 AND id > ?5")
+INDEX_TEXT_AT = "INSERT INTO record_text (rowid, text) VALUES (?, ?)"
 
 
 def index_records(conn: sqlite3.Connection, after_id: int = 0) -> int:
