@@ -169,4 +169,17 @@ def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
         finally:
             os.close(fd)
     assert source.offset > 2 * SPAN
+    # many lines at once (more than SPAN), then a torn one: the tail is cut from what was read
+    with open(path, "ab") as f:
+        f.write(LINE * (2 * SPAN // len(LINE)) + LINE[:20])
+    assert sync().pending == 20
+    with open(path, "ab") as f:
+        f.write(LINE[20:] + LINE)
+    assert sync().added == 2
+    (source,) = world.sources(session.id)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert (source.head_hash, source.tail_hash) == fingerprint(fd, source.offset)
+    finally:
+        os.close(fd)
     assert logged(world, session) == path.read_bytes()

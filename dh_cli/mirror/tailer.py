@@ -52,6 +52,7 @@ class Fingerprint:
 
     def __init__(self):
         self.ends: tuple[bytes, bytes] | None = None
+        self.at = 0  # the offset `ends` are of
         self.head_hash: str | None = None
 
     def matches(self, fd: int, source: Source) -> bool:
@@ -60,20 +61,28 @@ class Fingerprint:
             return now == self.ends
         if (source.head_hash, source.tail_hash) != (short_hash(now[0]), short_hash(now[1])):
             return False
-        self.ends, self.head_hash = now, source.head_hash
+        self.ends, self.at, self.head_hash = now, source.offset, source.head_hash
         return True
 
-    def update(self, fd: int, offset: int) -> tuple[str, str]:
-        """Read the new ends after `offset` moved; their (head, tail) hashes for the log. A
+    def tail_at(self, offset: int) -> bytes | None:
+        """The SPAN bytes before `offset`, when they are known without a read."""
+        if offset == 0:
+            return b""
+        return self.ends[1] if self.ends is not None and self.at == offset else None
+
+    def update(self, fd: int, offset: int, tail: bytes | None = None) -> tuple[str, str]:
+        """The new ends after `offset` moved, and their (head, tail) hashes for the log. A
         head of SPAN bytes stays as it is while the file grows (a rewrite is what matches()
-        looks for), so then only the tail is read: one system call less per live sync."""
+        looks for), and the reader passes the tail it has just read: a live sync then reads
+        neither again (two system calls fewer)."""
         if self.ends is not None and len(self.ends[0]) == SPAN <= offset:
-            head, tail = self.ends[0], os.pread(fd, SPAN, offset - SPAN)
+            head = self.ends[0]
+            tail = tail if tail is not None else os.pread(fd, SPAN, offset - SPAN)
         else:
             head, tail = ends(fd, offset)
         if self.ends is None or head != self.ends[0]:
             self.head_hash = short_hash(head)  # the head stops changing past SPAN bytes
-        self.ends = (head, tail)
+        self.ends, self.at = (head, tail), offset
         return self.head_hash, short_hash(tail)
 
 
@@ -182,6 +191,7 @@ class Tailer:
         with _Encoder(self, fd) as encoder:
             pos, batch, batch_bytes = self.source.offset, [], 0
             pending, scan_from = bytearray(), 0
+            tail = self.known.tail_at(pos)  # the SPAN bytes before pos, as it moves on
             while (at := pos + len(pending)) < size and (chunk := os.pread(fd, min(CHUNK, size - at), at)):
                 pending += chunk
                 begin = 0
@@ -191,13 +201,15 @@ class Tailer:
                     pos += len(raw)
                     batch_bytes += len(raw)
                     begin = newline + 1
+                if tail is not None:
+                    tail = _last_span(tail, pending, begin)
                 del pending[:begin]
                 scan_from = len(pending)
                 if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
-                    encoder.submit(rows(batch), pos, len(pending), events)
+                    encoder.submit(rows(batch), pos, len(pending), events, tail)
                     batch, batch_bytes, events = [], 0, []
             if batch or events or self.source.pending != len(pending) or pos != encoder.offset:
-                encoder.submit(rows(batch) if batch else batch, pos, len(pending), events)
+                encoder.submit(rows(batch) if batch else batch, pos, len(pending), events, tail)
         return encoder.added, len(pending)
 
     def _record(self, raw: bytes, offset: int) -> tuple:
@@ -206,11 +218,19 @@ class Tailer:
         self.last_msg = dedupe_usage(parsed, self.last_msg)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)
 
-    def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list) -> int:
+    def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list,
+                tail: bytes | None = None) -> int:
         self.source.offset, self.source.pending = pos, pending
         self.source.size = pos + pending
-        self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos)
+        self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos, tail)
         return self.world.commit(self.source, batch, events)
+
+
+def _last_span(tail: bytes, data: bytearray, end: int) -> bytes:
+    """The SPAN bytes before data[end], given the SPAN bytes before data[0]."""
+    if end >= SPAN:
+        return bytes(data[end - SPAN:end])
+    return (tail + data[:end])[-SPAN:]
 
 
 def carry_model(parsed, model: str | None) -> str | None:
@@ -255,22 +275,24 @@ class _Encoder:
         self.waiting: Future | tuple | None = None
         self.pool: ThreadPoolExecutor | None = None
 
-    def _commit(self, rows: list | Future, pos: int, pending: int, events: list) -> int:
+    def _commit(self, rows: list | Future, pos: int, pending: int, events: list,
+                tail: bytes | None) -> int:
         if isinstance(rows, Future):  # parsed and encoded by the worker process
             rows, self.tailer.last_msg = rows.result()
-        return self.tailer._commit(self.fd, rows, pos, pending, events)
+        return self.tailer._commit(self.fd, rows, pos, pending, events, tail)
 
     def _flush(self) -> None:
         if self.waiting is not None:
             work, self.waiting = self.waiting, None
             self.added += work.result() if isinstance(work, Future) else self._commit(*work)
 
-    def submit(self, batch: list, pos: int, pending: int, events: list) -> None:
+    def submit(self, batch: list, pos: int, pending: int, events: list,
+               tail: bytes | None = None) -> None:
         if self.waiting is not None and self.pool is None:
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-commit")
         self._flush()
         self.offset = pos
-        work = (batch, pos, pending, events)
+        work = (batch, pos, pending, events, tail)
         self.waiting = self.pool.submit(self._commit, *work) if self.pool is not None else work
 
     def __enter__(self) -> "_Encoder":
