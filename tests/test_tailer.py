@@ -152,9 +152,10 @@ def test_unreadable_file(nobody_dir):
 
 
 def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
-    # live syncs read only the tail once the head is SPAN bytes: what they log must still be
-    # the file's own ends, before and after the head fills, so that a restart sees no rewrite
-    from dh_cli.mirror.tailer import SPAN, fingerprint
+    # live syncs read neither end again once the head is SPAN bytes (the reader hands over
+    # the tail): what they log must still be the file's own ends, before and after the head
+    # fills, so that a restart sees no rewrite
+    from dh_cli.mirror.tailer import SPAN
 
     path, sync, world, session = tail
     path.write_bytes(b"")
@@ -162,24 +163,26 @@ def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
         with open(path, "ab") as f:
             f.write(LINE)
         assert sync().added == 1
-        (source,) = world.sources(session.id)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            assert (source.head_hash, source.tail_hash) == fingerprint(fd, source.offset)
-        finally:
-            os.close(fd)
-    assert source.offset > 2 * SPAN
+        assert_fingerprint_is_the_files(world, session, path)
     # many lines at once (more than SPAN), then a torn one: the tail is cut from what was read
     with open(path, "ab") as f:
         f.write(LINE * (2 * SPAN // len(LINE)) + LINE[:20])
     assert sync().pending == 20
+    assert_fingerprint_is_the_files(world, session, path)
     with open(path, "ab") as f:
         f.write(LINE[20:] + LINE)
     assert sync().added == 2
+    assert_fingerprint_is_the_files(world, session, path)
+    assert world.sources(session.id)[0].offset > 4 * SPAN
+    assert logged(world, session) == path.read_bytes()
+
+
+def assert_fingerprint_is_the_files(world, session, path: Path) -> None:
+    from dh_cli.mirror.tailer import fingerprint
+
     (source,) = world.sources(session.id)
     fd = os.open(path, os.O_RDONLY)
     try:
         assert (source.head_hash, source.tail_hash) == fingerprint(fd, source.offset)
     finally:
         os.close(fd)
-    assert logged(world, session) == path.read_bytes()
