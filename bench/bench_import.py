@@ -44,20 +44,27 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def raw_insert(native: Path, db: Path) -> None:
+def raw_insert(native: Path, db: Path, index: tuple[str, list] | None = None) -> None:
+    """The lines into a bare table in one transaction; with `index` (the search table's SQL
+    and each line's text), the same text indexed in that transaction too."""
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("CREATE TABLE lines (id INTEGER PRIMARY KEY, raw BLOB)")
+    if index:
+        conn.execute(index[0])
     conn.execute("BEGIN")
     with open(native, "rb") as handle:
         conn.executemany("INSERT INTO lines (raw) VALUES (?)", ((line,) for line in handle))
+    if index:
+        conn.executemany("INSERT INTO record_text (rowid, text) VALUES (?, ?)",
+                         ((n, text) for n, text in enumerate(index[1], 1) if text))
     conn.execute("COMMIT")
     conn.close()
 
 
-def search_table_sql() -> str:
+def search_table_sql(work: Path) -> str:
     """The log's own FTS5 table, as its migration makes it (worlds/migrations.py m009)."""
-    world = LocalWorld(Path(tempfile.mkdtemp(prefix="dh-fts-")) / "dh.db")
+    world = LocalWorld(work / "fts-sql.db")
     sql = world.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'record_text'").fetchone()[0]
     world.close()
     return sql
@@ -68,21 +75,6 @@ def search_texts(native: Path) -> list[str | None]:
     wrapper = wrappers.get("claude")
     with open(native, "rb") as handle:
         return [search_text(wrapper.parse(raw)) for raw in handle]
-
-
-def raw_insert_indexed(native: Path, db: Path, table_sql: str, texts: list) -> None:
-    """raw_insert, and the same text indexed in the same transaction."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE lines (id INTEGER PRIMARY KEY, raw BLOB)")
-    conn.execute(table_sql)
-    conn.execute("BEGIN")
-    with open(native, "rb") as handle:
-        conn.executemany("INSERT INTO lines (raw) VALUES (?)", ((line,) for line in handle))
-    conn.executemany("INSERT INTO record_text (rowid, text) VALUES (?, ?)",
-                     ((n, text) for n, text in enumerate(texts, 1) if text))
-    conn.execute("COMMIT")
-    conn.close()
 
 
 def copy_and_sync(src: Path, dst: Path) -> None:
@@ -169,13 +161,13 @@ def main() -> None:
     if args.breakdown:
         insert_breakdown(native, work)
 
-    table_sql, texts = search_table_sql(), search_texts(native)
+    index = (search_table_sql(work), search_texts(native))
     ratios = {"pool": [], "in-process": []}
     indexed_ratios = {"pool": [], "in-process": []}
     for n in range(args.pairs):
         for mode, pool_mb in (("pool", "32"), ("in-process", "1000000")):
             baseline = timed(lambda: raw_insert(native, work / f"raw-{n}-{mode}.db"))
-            indexed = timed(lambda: raw_insert_indexed(native, work / f"rawfts-{n}-{mode}.db", table_sql, texts))
+            indexed = timed(lambda: raw_insert(native, work / f"rawfts-{n}-{mode}.db", index))
             os.environ["DH_PARSE_POOL_MB"] = pool_mb
             scratch = LocalWorld(work / f"import-{n}-{mode}.db")
             dh_import = timed(lambda: import_sessions(scratch, wrappers.get("claude"), home, all_=True))

@@ -93,7 +93,8 @@ def test_texts_go_under_their_records_ids_when_some_rows_were_there_already(tail
         assert insert_rows(conn, [row(0, "aardvark"), row(50, "cheetah"), row(100, "bison"),
                                   row(150, "dingo")]) == 2
     by_word = {word: world.conn.execute("SELECT rowid FROM record_text WHERE record_text MATCH ?",
-                                        [word]).fetchall() for word in ("aardvark", "bison", "cheetah", "dingo")}
+                                        [word]).fetchall()
+               for word in ("aardvark", "bison", "cheetah", "dingo")}
     ids = dict(world.conn.execute('SELECT "offset", id FROM records WHERE source_id = ?', [source.id]))
     assert by_word == {"aardvark": [(ids[0],)], "bison": [(ids[100],)], "cheetah": [(ids[50],)],
                        "dingo": [(ids[150],)]}
