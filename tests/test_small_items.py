@@ -90,3 +90,19 @@ def test_the_log_deleted_during_a_run_is_an_error(tmp_path, dh_home):
     assert run.returncode == 3, err
     lines = [line for line in err.strip().splitlines() if line.startswith("Error:")]
     assert len(lines) == 1 and "was deleted while dh was writing to it" in lines[0]
+
+
+def test_a_connection_opened_during_a_run_never_makes_the_log_anew(tmp_path):
+    # the mirror, the shared mirror and the snapshot thread open the log with create=False:
+    # one that made a deleted log anew had the run's end report it "replaced", not deleted
+    from dh_cli.errors import LogDbError
+    from dh_cli.worlds.local import LocalWorld
+
+    db = tmp_path / "a b%" / "dh.db"  # a path that must be quoted in the URI
+    LocalWorld(db).close()
+    LocalWorld(db, create=False).close()  # there: opened as usual
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    with pytest.raises(LogDbError):
+        LocalWorld(db, create=False)
+    assert not db.exists()

@@ -141,7 +141,7 @@ class SessionMirrors:
 
     def _open(self) -> GroupWorld:
         if self.world is None:
-            world = GroupWorld(self.db)
+            world = GroupWorld(self.db, create=False)
             world.be_patient(PATIENCE)  # then the round fails and is tried again: RETRY
             world.checkpoint_elsewhere(self.checkpointer)
             self.world = world

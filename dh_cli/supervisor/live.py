@@ -200,7 +200,7 @@ class LiveMirror:
                 first = False
                 try:
                     if world is None:
-                        world = LocalWorld(self.world_path)
+                        world = LocalWorld(self.world_path, create=False)
                         world.be_patient(RETRY_FOR)  # lock waits: wait on, like the supervisor
                         world.checkpoint_elsewhere(self.checkpointer)
                     if mirror is None:

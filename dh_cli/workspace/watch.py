@@ -102,7 +102,7 @@ class WorkspaceWatcher:
         name_os_thread("dh-workspace")
         world = None
         try:
-            world = LocalWorld(self.world_path)
+            world = LocalWorld(self.world_path, create=False)
             world.be_patient(600.0)
             follower = RecordFollower(world, self.wrapper, self.session_id, self.replay)
             follower.steps()  # records from before this attempt were snapshotted then
