@@ -71,9 +71,9 @@ def _create_private(path: Path) -> bool:
 # record: with 64 KiB pages the mirror's p99 lag at 500 records/s was 50 ms instead of 2 ms
 # (bench_supervisor.py lag), and the shared mirror at 32 sessions x 20 records/s costs 134-147
 # us a record with 4 KiB pages against 151-166 with 16 KiB (bench_load.py, two pairs of runs).
-# What 4 KiB costs: the log of a 105 MB Claude Code transcript is 0.91x its size, not 0.82x,
-# and the import (0.20x of a raw insert either way) and the rebuild (0.18 s against 0.17 s)
-# do not change (bench_import.py, same runs). A log keeps the page size it was made with.
+# What 4 KiB costs: the log of a 105 MB Claude Code transcript is 0.91x its size, not 0.82x;
+# the import and the rebuild (0.18 s against 0.17 s) took the same time with either page size
+# (bench_import.py, same runs). A log keeps the page size it was made with.
 PAGE_SIZE = 4096
 
 
