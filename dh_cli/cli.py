@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from . import __version__, helptypes, output, paths
+from . import __version__, cliparams, helptypes, output, paths
 from .errors import DhError
 from .worlds.local_conn import db_error
 
@@ -27,6 +27,7 @@ Example:
 """
 
 helptypes.install()
+cliparams.install()
 
 
 # Each command's module is imported only when that command runs, or when the whole CLI is

@@ -4,67 +4,99 @@ Four layers, later ones win: the defaults below, the file `$XDG_CONFIG_HOME/dh/c
 `DH_*` environment variables, then command-line flags. Every value is kept under a dotted key
 (`restart.max_restarts`, `replay.bash`) together with the layer that set it, so
 `dh config show` can say why a setting has the value it has. The merged values are validated
-once by a pydantic model; a bad value is reported against the layer that supplied it."""
+once by pydantic; a bad value is reported against the layer that supplied it.
+
+The settings are plain frozen dataclasses, which pydantic validates (their annotations carry
+the constraints). When no layer above the defaults says anything, there is nothing to
+validate and pydantic is not imported: importing it and building the schema was a third of
+the CPU of a `dh run` that starts a session (bench/bench_startup.py)."""
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from . import paths
 from .errors import ConfigError
 
+if TYPE_CHECKING:  # bound by _schema() when a value is validated; the annotations are text
+    from annotated_types import Ge, Gt
+
 Replay = Literal["safe", "never"]
+FORBID = {"extra": "forbid"}  # pydantic's config of each dataclass: an unknown key is an error
 
 
-class Restart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_restarts: int = Field(5, ge=0, description="Restarts before dh gives up on a session.")
-    start_secs: float = Field(1.0, ge=0, description="An attempt dying sooner than this is a failed start.")
-    backoff_cap: float = Field(30.0, gt=0,
-                               description="The longest wait, in seconds, between two restarts.")
+def _about(text: str, **kw):
+    """A field whose description is also the man page's line for its variable."""
+    return field(metadata={"description": text}, **kw)
 
 
-class Workspace(BaseModel):
-    """Workspace snapshots (dh_cli/workspace/): files listed but never stored."""
+@dataclass(frozen=True)
+class Restart:
+    __pydantic_config__ = FORBID
 
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    max_file_size: int = Field(10 * 1024 * 1024, ge=0)  # bytes; larger files are listed only
-    max_files: int = Field(100_000, ge=1)  # a cwd with more files is not snapshotted
-    secret_patterns: list[str] = Field(default_factory=lambda: list(_default_secrets()))
+    max_restarts: Annotated[int, Ge(0)] = _about("Restarts before dh gives up on a session.", default=5)
+    start_secs: Annotated[float, Ge(0)] = _about("An attempt dying sooner than this is a failed start.",
+                                                 default=1.0)
+    backoff_cap: Annotated[float, Gt(0)] = _about(
+        "The longest wait, in seconds, between two restarts.", default=30.0)
 
 
-def _default_secrets() -> tuple[str, ...]:
+def _default_secrets() -> list[str]:
     from .workspace.scan import DEFAULT_SECRETS
 
-    return DEFAULT_SECRETS
+    return list(DEFAULT_SECRETS)
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(frozen=True)
+class Workspace:
+    """Workspace snapshots (dh_cli/workspace/): files listed but never stored."""
+
+    __pydantic_config__ = FORBID
+    enabled: bool = True
+    max_file_size: Annotated[int, Ge(0)] = 10 * 1024 * 1024  # bytes; larger files are listed only
+    max_files: Annotated[int, Ge(1)] = 100_000  # a cwd with more files is not snapshotted
+    secret_patterns: list[str] = field(default_factory=_default_secrets)
+
+
+@dataclass(frozen=True)
+class Settings:
+    __pydantic_config__ = FORBID
 
     # each description is also the man page's line for the setting's variable (_gen_docs.py)
-    world: Literal["local", "postgres"] = Field("local", description="Default world: local or postgres.")
-    postgres_url: str | None = Field(None, description="URL of the PostgreSQL world (password never shown).")
-    lease_ttl: float = Field(15.0, gt=0, description=(  # issue 15
-        "Seconds a live session's holder may stay silent before another machine may take it over."))
-    stall_timeout: float | None = Field(None, ge=0, description=(  # None or 0: never hung
-        "Seconds without progress during an open turn before a harness counts as hung."))
-    tool_grace: float = Field(3.0, ge=0,
-                              description="Seconds a tool command may run on after its harness died.")
-    continue_prompt: str = Field("Continue from where you left off.",
-                                 description="The prompt dh sends when it resumes a headless session.")
-    restart: Restart = Field(default_factory=Restart)
-    replay: dict[str, Replay] = Field(default_factory=dict,  # tool name (lower case) -> class
-                                      description="Replay classes, e.g. Bash=never,Read=safe.")
-    workspace: Workspace = Field(default_factory=Workspace)
+    world: Literal["local", "postgres"] = _about("Default world: local or postgres.", default="local")
+    postgres_url: str | None = _about("URL of the PostgreSQL world (password never shown).", default=None)
+    lease_ttl: Annotated[float, Gt(0)] = _about(  # issue 15
+        "Seconds a live session's holder may stay silent before another machine may take it over.",
+        default=15.0)
+    stall_timeout: Annotated[float, Ge(0)] | None = _about(  # None or 0: never hung
+        "Seconds without progress during an open turn before a harness counts as hung.", default=None)
+    tool_grace: Annotated[float, Ge(0)] = _about(
+        "Seconds a tool command may run on after its harness died.", default=3.0)
+    continue_prompt: str = _about("The prompt dh sends when it resumes a headless session.",
+                                  default="Continue from where you left off.")
+    restart: Restart = field(default_factory=Restart)
+    replay: dict[str, Replay] = _about("Replay classes, e.g. Bash=never,Read=safe.",  # tool name (lower case) -> class
+                                       default_factory=dict)
+    workspace: Workspace = field(default_factory=Workspace)
+
+
+def _fields(cls) -> dict:
+    return {item.name: item for item in fields(cls)}
+
+
+@cache
+def _schema():
+    """pydantic's validator of Settings (imported here only: see the module's docstring)."""
+    from annotated_types import Ge, Gt
+    from pydantic import TypeAdapter
+
+    globals().update(Ge=Ge, Gt=Gt)  # what the annotations name, for pydantic to resolve them
+    return TypeAdapter(Settings)
 
 
 # Environment variable -> dotted key. DH_POSTGRES_URL is listed first so it wins over the
@@ -117,7 +149,7 @@ PROCESS_ENV = [
 def environment() -> list[tuple[str, str]]:
     """(variable, meaning) of every variable dh reads: the settings' first (from their
     descriptions and defaults), then PROCESS_ENV."""
-    defaults, seen, out = flatten(Settings().model_dump()), {}, []
+    defaults, seen, out = flatten(asdict(Settings())), {}, []
     for variable, key in [*ENV_KEYS.items(), (REPLAY_ENV, "replay")]:
         if key in seen:
             out.append((variable, f"Read when {seen[key]} is not set."))
@@ -129,8 +161,8 @@ def environment() -> list[tuple[str, str]]:
 
 def _setting_help(key: str, default) -> str:
     group, _, name = key.rpartition(".")
-    field = (Restart if group == "restart" else Settings).model_fields[name]
-    text = f"{field.description} Setting: {key}."
+    meta = _fields(Restart if group == "restart" else Settings)[name].metadata
+    text = f"{meta['description']} Setting: {key}."
     if default in (None, {}):
         return text
     return text + (f' Default: "{default}".' if isinstance(default, str) else f" Default: {default}.")
@@ -149,7 +181,7 @@ class Effective:
     path: Path | None = None
 
     def to_dict(self) -> dict:
-        values = flatten(self.settings.model_dump())
+        values = flatten(asdict(self.settings))
         return {"file": str(self.path), "settings": {
             key: {"value": show_value(key, values.get(key)), "source": origin.source,
                   "from": origin.name}
@@ -230,7 +262,7 @@ def load(flags: dict | None = None, env: dict | None = None, path: Path | None =
     was not given and the lower layers decide."""
     env = os.environ if env is None else env
     path = path or paths.config_path()
-    values = flatten(Settings().model_dump())
+    values = flatten(asdict(Settings()))
     origins = {key: Origin("default") for key in values}
     for key, value in read_file(path).items():
         values[key], origins[key] = value, Origin("file", str(path))
@@ -247,8 +279,12 @@ def _flag_name(key: str) -> str:
 
 
 def _validate(values: dict, origins: dict[str, Origin]) -> Settings:
+    if all(origin.source == "default" for origin in origins.values()):
+        return Settings()  # the defaults, valid as they stand
+    from pydantic import ValidationError
+
     try:
-        return Settings.model_validate(unflatten(values))
+        return _schema().validate_python(unflatten(values))
     except ValidationError as exc:
         problem = exc.errors()[0]
         key = ".".join(str(p) for p in problem["loc"])
@@ -260,8 +296,8 @@ def _config_error(key: str, problem: dict, origins: dict[str, Origin]) -> Config
     where = {"file": f"in {origin.name}", "env": f"from ${origin.name}",
              "flag": f"from {origin.name}"}.get(origin.source, "")
     hint = "see `dh config show` and the CONFIGURATION section of `man dh`"
-    if problem["type"] == "extra_forbidden":
-        if key in Restart.model_fields:
+    if problem["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        if key in _fields(Restart):
             hint = f"put {key} under [restart]"
         return ConfigError(f"unknown setting {key!r} {where}", hint=hint)
     return ConfigError(f"bad value for {key!r} {where}: {problem['msg']}", hint=hint)
