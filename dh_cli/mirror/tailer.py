@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import os
 import stat
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..models import Source
 from ..util import short_hash
 from ..worlds.local import encode_rows
 from ..wrappers.base import Wrapper, to_record
 from ..worlds.log import Log
+
+if TYPE_CHECKING:  # a live sync never needs them: imported by the first batch that does
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 CHUNK = 1 << 20
 BATCH_BYTES = 8 << 20
@@ -277,18 +280,20 @@ class _Encoder:
 
     def _commit(self, rows: list | Future, pos: int, pending: int, events: list,
                 tail: bytes | None) -> int:
-        if isinstance(rows, Future):  # parsed and encoded by the worker process
+        if not isinstance(rows, list):  # a Future: parsed and encoded by the worker process
             rows, self.tailer.last_msg = rows.result()
         return self.tailer._commit(self.fd, rows, pos, pending, events, tail)
 
     def _flush(self) -> None:
         if self.waiting is not None:
             work, self.waiting = self.waiting, None
-            self.added += work.result() if isinstance(work, Future) else self._commit(*work)
+            self.added += self._commit(*work) if isinstance(work, tuple) else work.result()
 
     def submit(self, batch: list, pos: int, pending: int, events: list,
                tail: bytes | None = None) -> None:
         if self.waiting is not None and self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dh-commit")
         self._flush()
         self.offset = pos

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 from ..models import Record, Source
@@ -100,6 +99,8 @@ class LocalRecords:
             if first:
                 yield decode_rows(first)
             return
+        from concurrent.futures import ThreadPoolExecutor  # not on the live path
+
         with ThreadPoolExecutor(DECODE_THREADS) as pool:
             pending = deque(pool.submit(decode_rows, rows) for rows in (first, second))
             while rows := cursor.fetchmany(READ_ROWS):
