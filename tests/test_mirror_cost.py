@@ -70,3 +70,37 @@ def test_one_thread_mirrors_appends_and_stops(tmp_path):
     assert live.wake.closed
     live.wake.set()  # the supervisor's output pump may still call it: harmless
     world.close()
+
+
+WARM_PROBE = """
+import sys, time
+from pathlib import Path
+from dh_cli import wrappers
+from dh_cli.supervisor.live import LiveMirror
+from dh_cli.worlds.local import LocalWorld
+
+tmp = Path(sys.argv[1])
+world = LocalWorld(tmp / "dh.db")
+session = world.create_session("opencode", home=str(tmp / "opencode"), cwd=str(tmp))
+live = LiveMirror(world.path, wrappers.get("opencode"), session.id, tmp / "opencode",
+                  notice=lambda text: None).start()
+deadline = time.monotonic() + 20
+while "dh_cli.stores.opencode_tail" not in sys.modules and time.monotonic() < deadline:
+    time.sleep(0.02)
+live.stop()
+print("warm" if "dh_cli.stores.opencode_tail" in sys.modules else "cold")
+"""
+
+
+def test_the_store_is_imported_before_the_harness_writes(tmp_path):
+    """The live mirror imports its store's tailer while the harness starts, not when the
+    session first appears: that import had delayed OpenCode's first rows 27-114 ms (stores/
+    __init__.warm). Here no database ever appears, so only the warm-up can import it."""
+    import subprocess
+    import sys
+
+    (tmp_path / "opencode").mkdir()
+    probe = subprocess.run([sys.executable, "-c", WARM_PROBE, str(tmp_path)],
+                           capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "warm"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import wrappers
 from ..errors import LogConflict, LogDbError
+from ..stores import warm as warm_store
 from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
@@ -79,6 +80,7 @@ class Held:
         self.owner = owner
         self.session_id = file_text(message["session"])
         self.wrapper = wrappers.get(file_text(message["wrapper"]))
+        warm_store(self.wrapper)  # handed over at the launch: before the harness writes
         dirs = message.get("dirs") or []
         if not isinstance(dirs, list):
             raise ValueError("dirs is not a list")

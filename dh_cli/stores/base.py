@@ -21,6 +21,9 @@ class NativeStore(Protocol):
     def tailer(self, world, wrapper, source: Source, native_id: str | None):
         """What mirrors the source into the log (`sync() -> TailResult`)."""
 
+    def warm(self) -> None:
+        """Import now what tailing a new session will need (stores/__init__.warm)."""
+
     def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
         """The source's conversation as the log holds it now, parsed, in order."""
 

@@ -18,6 +18,7 @@ from ..errors import LogDbError
 from ..osthread import name_os_thread
 from ..mirror.pacing import Pacer
 from ..mirror.session import SessionMirror
+from ..stores import warm as warm_store
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld, db_error
@@ -181,6 +182,7 @@ class LiveMirror:
         name_os_thread("dh-mirror")
         try:
             self.inotify = self._open_watch()
+            warm_store(self.wrapper)  # while the harness starts; the watch already queues events
             self._mirror_loop()
         except BaseException as exc:  # reported by the supervisor after the attempt
             self.error = exc
