@@ -107,3 +107,28 @@ def test_in_file_order_the_current_turn_is_the_file_slice(tmp_path, dh_home, har
     source = world.sources(session.id)[0]
     assert [r.offset for r in current_turn(world, session, source)] == \
         [r.offset for r in _file_slice(world, session, source)]
+
+
+def _records(lines: list[bytes]) -> list:
+    from dh_cli.models import Record
+
+    return [Record(1, 0, i, raw) for i, raw in enumerate(lines)]  # the wrapper parses raw
+
+
+def test_the_turn_state_names_the_prompt_that_opened_the_last_turn():
+    """What the supervisor compares to tell a turn served by this attempt from the last one
+    (runner._lingering): OpenCode's last user message row, Pi's last user message line."""
+    fixtures = Path(__file__).parent / "fixtures" / "real"
+    rows = (fixtures / "opencode/basic/db/rows.jsonl").read_bytes().splitlines(keepends=True)
+    users = [json.loads(r)["id"] for r in rows if json.loads(r)["table"] == "message"
+             and json.loads(json.loads(r)["data"])["role"] == "user"]
+    state = wrappers.get("opencode").turn_state(_records(rows))
+    assert state.complete and state.opener == f"message/{users[-1]}"
+    (transcript,) = (fixtures / "pi/multiturn/pi-agent").rglob("*.jsonl")
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    prompts = [json.loads(x)["id"] for x in lines if (json.loads(x).get("message") or {}).get("role") == "user"]
+    assert len(prompts) == 3
+    state = wrappers.get("pi").turn_state(_records(lines))
+    assert state.opener == prompts[-1]
+    first = next(i for i, x in enumerate(lines) if json.loads(x).get("id") == prompts[0])
+    assert wrappers.get("pi").turn_state(_records(lines[:first + 2])).opener == prompts[0]

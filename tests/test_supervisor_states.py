@@ -69,9 +69,13 @@ class FakeRelauncher:
 
     def __init__(self, complete, env=None, typed=None):
         self.complete, self.env, self.typed, self.planned = complete, env or {}, typed, []
+        self.opener = "prompt-1"  # the record that opened the log's current turn
 
     def turn_complete(self, session) -> bool:
         return self.complete() if callable(self.complete) else self.complete
+
+    def turn_mark(self, session):
+        return self.opener, self.turn_complete(session)
 
     def plan(self, session, spec, attempt, tools):
         self.planned.append(attempt)
@@ -374,7 +378,11 @@ def test_a_lingering_harness_is_stopped_once_its_turn_is_in_the_log(tmp_path):
     r = rig(tmp_path, [FOREVER], complete=True, harness="opencode")
     grace = r.supervisor.wrapper.linger_after_turn
     watchers = r.supervisor.watchers
-    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))  # it logged its turn
+
+    def logged_its_turn():
+        watchers.last_progress, r.relauncher.opener = r.clock.now(), "prompt-2"
+
+    r.clock.after(2, logged_its_turn)
     r.clock.after(120, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
     assert r.supervisor.run([]) == 0  # the turn is done: nothing to resume, nothing to report
     ((pgid, sig, at),) = r.procs.signals
@@ -390,13 +398,22 @@ def test_a_lingering_harness_is_stopped_once_its_turn_is_in_the_log(tmp_path):
     assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
 
 
-@pytest.mark.parametrize("case", ["turn not complete", "nothing logged by this attempt", "interactive"])
+@pytest.mark.parametrize("case", ["turn not complete", "nothing logged by this attempt", "interactive",
+                                  "only the turn complete at the launch"])
 def test_a_harness_is_not_stopped_as_lingering_unless_it_is(tmp_path, case):
+    """The last case: the harness logged records (OpenCode re-logs the rows of an imported
+    session as it starts), but not yet a turn of its own; the complete turn is the last run's."""
     r = rig(tmp_path, [FOREVER], complete=case != "turn not complete", harness="opencode",
             interactive=case == "interactive")
     watchers = r.supervisor.watchers
+
+    def logged():
+        watchers.last_progress = r.clock.now()
+        if case != "only the turn complete at the launch":
+            r.relauncher.opener = "prompt-2"
+
     if case != "nothing logged by this attempt":
-        r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))
+        r.clock.after(2, logged)
     r.clock.after(60, lambda: r.procs.deliver(signal.SIGTERM))  # the user ends it
     assert r.supervisor.run([]) == 143
     assert r.procs.signals == [(r.procs.children[0].pgid, signal.SIGTERM, r.t0 + 60)]

@@ -123,10 +123,17 @@ class Relauncher:
     opts: RunOptions
 
     def turn_complete(self, session: Session) -> bool:
+        mark = self.turn_mark(session)
+        return mark is not None and mark[1]
+
+    def turn_mark(self, session: Session) -> tuple[str | None, bool] | None:
+        """(the record that opened the log's current turn, whether that turn is complete);
+        None while the session has no source."""
         sources = self.world.sources(session.id)
         if not sources:
-            return False
-        return self.wrapper.turn_state(current_turn(self.world, session, sources[0])).complete
+            return None
+        state = self.wrapper.turn_state(current_turn(self.world, session, sources[0]))
+        return state.opener, state.complete
 
     def plan(self, session: Session, spec: LaunchSpec, attempt: int, tools) -> RelaunchPlan:
         return plan_relaunch(self.world, self.wrapper, session, spec, self.opts, by="dh run",

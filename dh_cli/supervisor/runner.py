@@ -7,7 +7,7 @@ count survives dh itself being restarted. Each change of the state machine (stat
 through `_transition`, which writes its real from/to and the session's state together.
 
 The Supervisor is handed what it does not decide itself: the relaunch plan (a `relauncher`
-with `turn_complete(session)` and `plan(session, spec, attempt, tools)`, see
+with `turn_complete(session)`, `turn_mark(session)` and `plan(session, spec, attempt, tools)`, see
 dh_cli/resume/plan.py, so this package imports nothing from resume/), the processes and the
 clock (seam.py: `Procs`, `Clock`) and the attempt's watchers (watchers.py)."""
 
@@ -54,6 +54,7 @@ class Supervisor:
         self.attempt_env: dict[str, str | None] = {}  # the wrapper's changes for the next attempt
         self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
         self.attempt_note: str | None = None  # the wrapper's line for the user at the relaunch
+        self.turn_at_launch = None  # the log's turn mark when this attempt started (_lingering)
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -159,6 +160,8 @@ class Supervisor:
     def _spawn(self, argv: list[str]):
         env, self.attempt_env = self._attempt_env(), {}
         self.watchers.before_launch(self.session)
+        if self.wrapper.linger_after_turn is not None and self.spec.headless:
+            self.turn_at_launch = self.relauncher.turn_mark(self.session)
         typed, ready = self.attempt_typed
         self.attempt_typed = (None, None)
         self.child = self.procs.spawn(self.spec.argv(argv), env, self.spec.cwd, pty=self.spec.interactive,
@@ -230,12 +233,19 @@ class Supervisor:
 
     def _lingering(self, child) -> bool:
         """A headless harness whose wrapper says it may not exit after its turn (OpenCode
-        `run`, see OpenCodeWrapper.linger_after_turn): this attempt logged records, the turn
-        is complete in the log, and nothing has come since for that long."""
+        `run`, see OpenCodeWrapper.linger_after_turn): this attempt logged records, nothing
+        has come since for that long, and the log's current turn is complete and is not the
+        one that was complete at the launch. OpenCode `run --session` of an imported session
+        first re-logs that session's rows (the import rewrote them) and writes the new
+        prompt seconds later (6.6 s after its launch here): in CI dh saw the last run's
+        complete turn, ended it before the prompt was written, and the turn was lost."""
         grace = self.wrapper.linger_after_turn
         if grace is None or not self.spec.headless or self.watchers.last_progress <= self.started:
             return False
-        return self._idle(child) > grace and self.relauncher.turn_complete(self.session)
+        if self._idle(child) <= grace:
+            return False
+        mark = self.relauncher.turn_mark(self.session)
+        return mark is not None and mark[1] and mark != self.turn_at_launch
 
     def _end_lingering(self, child, attempt: Attempt) -> None:
         grace = self.wrapper.linger_after_turn

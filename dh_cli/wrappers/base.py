@@ -36,6 +36,12 @@ class TurnState:
     complete: bool  # the last turn ended with a final answer
     dangling: list[ToolCall]  # tool calls with no result
     started: bool = True  # any conversation at all
+    opener: str | None = None  # the native id of the record that opened the last turn
+
+
+def last_opener(parsed: list[Parsed]) -> str | None:
+    """The native id of the last record that opens a turn (a user prompt)."""
+    return next((p.native_id or p.msg_id for p in reversed(parsed) if p.turn_start), None)
 
 
 @dataclass
@@ -233,7 +239,8 @@ class Wrapper:
             answered.update(r.call_id for r in p.tool_results)
         dangling = [c for cid, c in calls.items() if cid not in answered]
         started = any(p.kind in ("user", "assistant", "tool_call") for p in parsed)
-        return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
+        return TurnState(self.is_complete(parsed) and not dangling, dangling, started,
+                         last_opener(parsed))
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         raise NotImplementedError

@@ -27,7 +27,7 @@ from ..models import Parsed, Record, ToolCall, ToolResult
 from ..stores.opencode_rows import (drop_empty_assistant, latest_rows, repair_export,  # noqa: F401
                                     row_data, row_key, row_order)
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
-                   split_args)
+                   last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
 
@@ -200,7 +200,8 @@ class OpenCodeWrapper(Wrapper):
         parsed = self.conversation(records)
         dangling = [c for p in parsed for c in p.tool_calls if not p.tool_results]
         started = any(p.kind == "user" for p in parsed)
-        return TurnState(self.is_complete(parsed) and not dangling, dangling, started)
+        return TurnState(self.is_complete(parsed) and not dangling, dangling, started,
+                         last_opener(parsed))
 
     def document_edit(self, call: ToolCall, result: ToolResult):
         from .documents import opencode_edit
