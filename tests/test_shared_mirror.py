@@ -90,10 +90,11 @@ def proc_comm(pid: int, tid: str) -> str:
         return ""
 
 
-def wait_for(condition, what: str, timeout: float = WAIT):
+def wait_for(condition, what: str, timeout: float = WAIT, explain=lambda: ""):
+    """explain(): what to add to the failure (seen once in CI, not since: the drain below)."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
-        assert time.monotonic() < deadline, f"never happened: {what}"
+        assert time.monotonic() < deadline, f"never happened: {what} {explain()}"
         time.sleep(0.05)
     return value
 
@@ -169,7 +170,9 @@ def _kill_the_client_while_the_server_is_behind(home, run, server, writer, nativ
     run.wait()
     os.kill(server, signal.SIGCONT)
     # only the server can log these now: it drains what was written when its client died
-    wait_for(lambda: home.logged() >= written, "the server's drain after its client died")
+    wait_for(lambda: home.logged() >= written, "the server's drain after its client died",
+             explain=lambda: f"{home.logged()} of {written} lines logged; server alive: "
+                             f"{alive(server)}, threads {sorted(threads(server))}")
     writer.resume()  # the orphaned writer finishes its run, unmirrored
     psutil.wait_procs([writer], timeout=WAIT)
     # a server still holding the session would keep its connection and never exit
