@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dh_cli.mirror.shared_sessions import PATIENCE
 from dh_cli.mirror.shared_wire import server_pid, socket_path
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
@@ -137,7 +139,11 @@ def test_server_killed_mid_session_the_client_takes_over_and_logs_every_line_onc
     assert home.check_exactly_once() == 600 + 3  # header, prompt, entries, final answer
 
 
-def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home):
+@pytest.mark.parametrize("log_locked", [False, True])
+def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home, log_locked):
+    """log_locked: another process holds the log's write lock past the server's PATIENCE
+    when the client dies; the server's drain fails, and it tries again until the log takes
+    it (before, it let the session go, and the lines waited for a `dh resume`)."""
     run = home.run("a", rate=50, records=400)
     wait_for(lambda: handed_over(run), "the session handed to the shared mirror")
     server = wait_for(lambda: server_pid(home.db), "the server's pid")
@@ -146,7 +152,7 @@ def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home):
     writer = next(p for p in psutil.Process(run.pid).children(recursive=True)
                   if str(WRITER) in " ".join(p.cmdline()))
     try:
-        _kill_the_client_while_the_server_is_behind(home, run, server, writer, native)
+        _kill_the_client_while_the_server_is_behind(home, run, server, writer, native, log_locked)
     finally:  # a failed wait must not leave a frozen writer or server behind
         for proc in (writer, psutil.Process(server) if alive(server) else None):
             try:
@@ -159,16 +165,25 @@ def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home):
     assert home.check_exactly_once() == 400 + 3
 
 
-def _kill_the_client_while_the_server_is_behind(home, run, server, writer, native) -> None:
+def _kill_the_client_while_the_server_is_behind(home, run, server, writer, native,
+                                                log_locked: bool) -> None:
     # the server, frozen, has not seen the lines written meanwhile; the writer is frozen too
     # so that what is written is known when the client dies
+    locker = sqlite3.connect(home.db, isolation_level=None, timeout=WAIT)
+    if log_locked:  # taken before the server is frozen: it must not be frozen holding it
+        locker.execute("BEGIN IMMEDIATE")
     os.kill(server, signal.SIGSTOP)
     wait_for(lambda: native.read_bytes().count(b"\n") > home.logged() + 20, "lines the server has not seen")
-    writer.suspend()
+    writer.suspend()  # SIGSTOP: stopped a moment later, maybe after one more line
+    wait_for(lambda: writer.status() == psutil.STATUS_STOPPED, "the writer stopped")
     written = native.read_bytes().count(b"\n")
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
     os.kill(server, signal.SIGCONT)
+    if log_locked:  # the server's drain waits PATIENCE for the lock, fails, and is tried again
+        time.sleep(PATIENCE + 2)
+        assert home.logged() < written and alive(server)
+    locker.close()
     # only the server can log these now: it drains what was written when its client died
     wait_for(lambda: home.logged() >= written, "the server's drain after its client died",
              explain=lambda: f"{home.logged()} of {written} lines logged; server alive: "

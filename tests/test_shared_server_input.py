@@ -163,3 +163,31 @@ def test_the_client_hears_of_each_commit_at_most_once_a_second(server):
         times.append(time.monotonic())
     assert times[1] - times[0] >= shared_server.PROGRESS_EVERY * 0.9
     sock.close()
+
+
+def test_a_message_to_a_client_that_is_gone_leaves_its_session_to_the_drain(tmp_path):
+    """The server's loop driven by hand, so that a progress report goes to a client killed
+    before the server read its EOF (seen: the report's failed send let the session go, and
+    the lines its harness wrote last were never logged). The EOF is read next, and the
+    session is synced before it is let go."""
+    db, session_id = new_log(tmp_path / "home")
+    lock = os.open(lock_path(db), os.O_RDWR | os.O_CREAT, 0o600)
+    server = shared_server.Server(db, lock)
+    server.mirrors.start()
+    try:
+        client = hold(db, session_id)
+        while session_id not in server.by_session:
+            server._once()
+        assert json.loads(answer(client)) == {"op": "held"}
+        with (db.parent / "pi" / "s.jsonl").open("ab") as out:
+            out.write(b'{"type":"custom","customType":"load","data":{"n":1}}\n')
+        client.close()
+        assert not server._send(server.by_session[session_id], {"op": "progress", "at": 0.0})
+        deadline = time.monotonic() + WAIT
+        while session_id in server.by_session and time.monotonic() < deadline:
+            server._once()
+        with closing(LocalWorld(db)) as world:
+            assert world.record_count(session_id) == 2
+    finally:
+        server._shut()
+        os.close(lock)

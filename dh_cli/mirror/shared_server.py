@@ -25,9 +25,10 @@ unique index on source, generation and offset would refuse it, as a LogConflict)
       committed offset. Any connection the server closes itself it has let go of first (the
       session is out of its tables before the close), and a session the server cannot mirror
       (an unexpected error) is let go of the same way: the client takes it back.
-  (c) The client dies. The server reads EOF, syncs the session once more (what the harness
-      wrote so far) and lets it go. A later `hold` of the same session (a `dh resume`, which
-      holds the session lock the dead client had) first ends the old holder the same way.
+  (c) The client dies. The server reads EOF, lets the session go and syncs it once more
+      (what the harness wrote so far), again every RETRY s while the log cannot take it. A
+      later `hold` of the same session (a `dh resume`, which holds the session lock the dead
+      client had) first ends the old holder the same way, then mirrors from the log.
   (d) Release. At the end of an attempt the client sends `release`; the server lets the
       session go and answers `released` with the offsets it committed, then closes. Only then
       does the client run the final drain (supervisor/watchers.py prepare_sync) itself. A
@@ -103,7 +104,7 @@ class Server:
 
     def _idle_too_long(self) -> bool:
         now = time.monotonic()
-        if self.conns:
+        if self.conns or self.mirrors.draining:
             self.idle_since = None
         elif self.idle_since is None:
             self.idle_since = now
@@ -140,6 +141,7 @@ class Server:
             self.next_due = min((c.held.due for c in self.conns.values() if c.held is not None),
                                 default=float("inf"))
         self._report()
+        self.mirrors.drain_due(now)
         if len(self.conns) > len(self.by_session):
             self._close_silent(now)
 
@@ -152,7 +154,7 @@ class Server:
     def _timeout(self) -> float:
         """Until the next poll of a session or the next progress report (or the idle exit)."""
         now = time.monotonic()
-        deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY), self.next_due]
+        deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY), self.next_due, self.mirrors.next_drain()]
         deadlines += [c.held.reported + PROGRESS_EVERY for c in self.reporting if c.held is not None]
         return max(0.0, min(deadlines) - now)
 
@@ -245,6 +247,7 @@ class Server:
         old = self.by_session.get(held.session_id)
         if old is not None:  # its client died (the new one holds the session lock): (c)
             self._client_gone(old)
+        self.mirrors.draining.pop(held.session_id, None)  # the new holder starts from the log
         conn.held = held
         self.mirrors.held.add(held)
         self.by_session[held.session_id] = conn
@@ -254,17 +257,23 @@ class Server:
             self.dirty.add(conn)
 
     def _client_gone(self, conn: Conn) -> None:
-        """(c): the client died or hung up: log what was written, then let the session go."""
-        if conn.held is not None:
-            self._sync([conn.held])
+        """(c): the client died or hung up: let the session go, and log what was written."""
+        held = conn.held
         self._drop(conn)
+        if held is not None:
+            self.mirrors.drain(held)
 
     def _send(self, conn: Conn, message: dict) -> bool:
         """Never blocks the loop; a client that cannot take a whole message gets its session
-        back (the connection is closed once the session is out of the tables)."""
+        back (the connection is closed once the session is out of the tables). A client that
+        is gone is left to its EOF, which the next poll reads: _client_gone drains the session
+        (dropped here, a progress report to a client just killed let its session go unsynced:
+        the server exited with 23 of its 55 lines unlogged, tests/test_shared_mirror.py)."""
         data = encode(message)
         try:
             sent = conn.sock.send(data)
+        except (BrokenPipeError, ConnectionResetError):
+            return False
         except OSError:
             sent = -1
         if sent != len(data):
@@ -298,6 +307,8 @@ class Server:
         conn.sock.close()
 
     def _watch(self, conn: Conn, folder: Path) -> None:
+        if conn.held is None:  # its client is gone: the drain is tried again on a timer
+            return
         wd = self.inotify.add(str(folder))
         if wd is not None:
             self.watching.setdefault(wd, set()).add(conn)

@@ -124,6 +124,7 @@ class SessionMirrors:
     def __init__(self, db: Path, watch, tell):
         self.db, self.watch, self.tell = db, watch, tell
         self.held: set[Held] = set()
+        self.draining: dict[str, Held] = {}  # sessions of dead clients the log did not take yet
         self.world: GroupWorld | None = None
         self.checkpointer = Checkpointer(db)
         self.pacer = Pacer()
@@ -168,6 +169,25 @@ class SessionMirrors:
             added = {}
         self._after(sessions, added, started)
         return broken
+
+    def drain(self, held: Held) -> None:
+        """(c) of shared_server.py: the last sync of a session whose client died. While the
+        log cannot take it (a lock held past PATIENCE, a full disk) the session stays here and
+        is tried again every RETRY s (drain_due); before, it was let go, and what its harness
+        had written waited for a `dh resume`. A session error or a new holder ends it too."""
+        broken = self.sync([held])
+        if held.failing is not None and not broken:
+            held.mirror = None  # rolled back: the next try starts from what the log holds
+            self.draining[held.session_id] = held
+        else:
+            self.draining.pop(held.session_id, None)
+
+    def drain_due(self, now: float) -> None:
+        for held in [h for h in self.draining.values() if h.due <= now]:
+            self.drain(held)
+
+    def next_drain(self) -> float:
+        return min((h.due for h in self.draining.values()), default=float("inf"))
 
     def _after(self, sessions: list[Held], added: dict, started: float) -> None:
         now = time.monotonic()
