@@ -36,7 +36,7 @@ class JsonlStore:
         return Tailer(world, wrapper, source)
 
     def warm(self) -> None:
-        from ..mirror import tailer  # noqa: F401
+        from ..mirror.tailer import Tailer  # noqa: F401
 
     def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
         """The latest generation, one record at a time: records map one-to-one to parsed

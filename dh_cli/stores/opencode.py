@@ -31,7 +31,7 @@ class OpenCodeStore:
         return OpenCodeTailer(world, wrapper, source, native_id)
 
     def warm(self) -> None:
-        from . import opencode_tail  # noqa: F401
+        from .opencode_tail import OpenCodeTailer  # noqa: F401
 
     def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
         """The latest version of each row: the store is small."""
