@@ -167,6 +167,18 @@ def test_a_crash_backs_off_then_resumes_with_the_plan(tmp_path):
     assert last_state(r)["outcome"] == "finished"
 
 
+def test_what_a_dead_harness_left_running_is_seized_before_its_pipes_are_drained(tmp_path):
+    """The pipes' drain waits for every holder of them to close (up to 5 s on a helper that
+    outlives the harness); a tool shell killed with the harness and the command inside it
+    that ends meanwhile are then known by their names alone (in CI, Codex's `bash -c
+    sleep 3; …` was reported as "bash"). Its parts are frozen at the same look."""
+    r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)])
+    r.relauncher.complete = lambda: len(r.procs.children) == 2
+    assert r.supervisor.run(["-p", "x"]) == 0
+    assert [t.seized for t in r.procs.trackers] == [[False], [False]]
+    assert all(t.settled for t in r.procs.trackers)
+
+
 def test_backoff_doubles_between_restarts(tmp_path):
     crash = Script(runs_for=2, rc=1)
     r = rig(tmp_path, [crash, crash, crash, crash, Script(runs_for=2, rc=0)], complete=False,

@@ -44,14 +44,18 @@ DRIVER = textwrap.dedent("""
     harness.wait()
     if sys.argv[4] == "0":
         time.sleep(0.3)  # dh looks only after the shell died of its parent-death signal
+    if sys.argv[4] == "late":
+        time.sleep(1.5)  # ... and after the sleep inside it ended too
     print(json.dumps([o.to_dict() for o in tracker.settle(float(sys.argv[3]))]))
 """)
 
 
-def settle(tmp_path, pdeathsig: int, grace: float, snapshot: bool = True) -> list[dict]:
+def settle(tmp_path, pdeathsig: int, grace: float, snapshot: bool | str = True) -> list[dict]:
+    """snapshot: True, dh saw the shell run; False, it looks once the shell died; "late", once
+    the whole command had ended."""
     effect = tmp_path / "effect.log"
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(pdeathsig), str(effect), str(grace),
-                           "1" if snapshot else "0"],
+    look = snapshot if isinstance(snapshot, str) else "1" if snapshot else "0"
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(pdeathsig), str(effect), str(grace), look],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -88,6 +92,15 @@ def test_a_shell_that_died_unseen_is_named_by_what_ran_on_in_its_group(tmp_path)
     command line is gone, so the outcome names it with the orphan of its group."""
     (outcome,) = settle(tmp_path, signal.SIGTERM, grace=3, snapshot=False)
     assert outcome["command"] == "bash (sleep 1)"
+    assert outcome["killed_by"] == signal.SIGTERM
+
+
+def test_a_command_that_ended_unseen_is_named_by_its_processes_names(tmp_path):
+    """dh looked only once the shell (killed with the harness) and the sleep inside it had
+    both ended: no command line is left to read, their names are (in CI, Codex's command
+    was reported as plain "bash")."""
+    (outcome,) = settle(tmp_path, signal.SIGTERM, grace=3, snapshot="late")
+    assert outcome["command"] == "bash (sleep)"
     assert outcome["killed_by"] == signal.SIGTERM
 
 

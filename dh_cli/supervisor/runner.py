@@ -215,6 +215,7 @@ class Supervisor:
     def _ended(self, child, attempt: Attempt, rc: int, tracker) -> None:
         attempt.rc, attempt.ran_for = rc, self.clock.now() - self.started
         attempt.user_signal = self.user_signal
+        tracker.seize()  # before the pipes are drained, which can wait seconds on a helper
         child.finish()
         attempt.stderr_tail = child.stderr_tail()
         grace = 0.5 if self.user_signal else self.opts.tool_grace

@@ -193,13 +193,20 @@ class ToolTracker:
         self._adopted()
         return [pid for pid in self.seen if _running(pid, self.seen[pid][0])]
 
-    def settle(self, grace: float, poll: float = 0.05) -> list[ToolOutcome]:
-        """Wait up to `grace` seconds for survivors to finish, then end the rest; one
-        outcome per process group that was cut off by the harness's death."""
+    def seize(self) -> list[int]:
+        """The harness just died: stop its parts and note what it left running, while their
+        command lines can still be read (a command that ends first is known only by its
+        name). Called at once, before dh drains the harness's pipes; again by settle."""
         self._freeze_parts()
         adopted = self._adopted()
         self._freeze_parts()  # and those just found among the re-parented
         self.snapshot()  # the commands the harness's parts are running
+        return adopted
+
+    def settle(self, grace: float, poll: float = 0.05) -> list[ToolOutcome]:
+        """Wait up to `grace` seconds for survivors to finish, then end the rest; one
+        outcome per process group that was cut off by the harness's death."""
+        adopted = self.seize()
         pending = {pid: self.seen[pid][0] for pid in self.seen if _running(pid, self.seen[pid][0])}
         codes = {pid: _reap(pid) for pid in adopted if pid not in pending}  # died with the harness
         deadline = time.monotonic() + grace
@@ -265,8 +272,7 @@ class ToolTracker:
             head = pgid if pgid in codes and pgid != self.harness_pid else members[0]
             created, command = self.seen[head]
             if head in self.name_only:  # e.g. "bash (sleep 3)": what ran on in its group
-                rest = [self.seen[p][1] for p in members if p != head and p not in self.name_only]
-                command = clip(f"{command} ({'; '.join(rest)})") if rest else command
+                command = self._with_members(command, [p for p in members if p != head])
             outcome, code = ToolOutcome(head, command, created), codes[head]
             if pgid in ended:
                 outcome.ended_by_dh, outcome.exit_code = True, code
@@ -276,6 +282,13 @@ class ToolTracker:
                 outcome.finished, outcome.exit_code = True, code
             outcomes.append(outcome)
         return outcomes
+
+    def _with_members(self, head: str, members: list[int]) -> str:
+        """A shell known by its name alone, named with the rest of its group: their command
+        lines, or, when they too ended before dh looked, their names ("bash (sleep)")."""
+        read = [self.seen[p][1] for p in members if p not in self.name_only]
+        rest = read or [self.seen[p][1] for p in members]
+        return clip(f"{head} ({'; '.join(rest)})") if rest else head
 
 
 def _kill(pid: int) -> None:

@@ -252,7 +252,9 @@ def test_killed_while_a_shell_tool_runs(real_rig, harness):
     # settled once, never run again: the command's effect happened at most once
     exited = [e for e in events(rig) if e.type == "exited"][0].details
     (tool,) = exited["tools"]
-    assert "sleep 3" in tool["command"]
+    # Codex's shell dies with it; were the sleep inside it to end before dh's first look (a
+    # loaded CI machine, once: over 3 s after the sleep began), only their names are left
+    assert "sleep 3" in tool["command"] or tool["command"] == "bash (sleep)", tool
     fate = "finished" if tool["finished"] else "killed" if tool.get("killed_by") else "ended"
     assert fate == TOOL_FATE[harness], tool
     assert read(rig.proj / "effect.log") == ("once\n" if fate == "finished" else "")

@@ -56,11 +56,17 @@ class FakeChild:
 
 
 class FakeTracker:
-    def __init__(self):
+    def __init__(self, child: FakeChild):
+        self.child = child
         self.snapshots, self.ended_parts, self.settled = 0, [], []
+        self.seized: list[bool] = []  # for each look at the harness's death: its pipes done yet?
 
     def snapshot(self) -> None:
         self.snapshots += 1
+
+    def seize(self) -> list:
+        self.seized.append(self.child.finished)
+        return []
 
     def settle(self, grace: float) -> list:
         self.settled.append(grace)
@@ -78,6 +84,7 @@ class FakeProcs:
     untrapped: bool = False
     ended_descendants: int = 0
     handler: object = None
+    trackers: list[FakeTracker] = field(default_factory=list)
 
     def spawn(self, argv, env, cwd, *, pty: bool, on_line=None, typed=None, ready=None):
         script = self.scripts[min(len(self.children), len(self.scripts) - 1)]
@@ -94,7 +101,8 @@ class FakeProcs:
                 child.receive(sig)
 
     def tracker(self, pid: int, is_part, tool_command=" ".join):
-        return FakeTracker()
+        self.trackers.append(FakeTracker(next(c for c in self.children if c.pid == pid)))
+        return self.trackers[-1]
 
     def end_descendants(self) -> int:
         self.ended_descendants += 1
