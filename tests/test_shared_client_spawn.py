@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from dh_cli.mirror import shared_client
 from dh_cli.mirror.shared_client import ensure_server
 from tests.fakes.shared_peer import ready_processes
-from dh_cli.mirror.shared_wire import lock_path, server_pid, socket_path
+from dh_cli.mirror.shared_wire import ERRORS_KEPT, errors_path, lock_path, server_pid, socket_path
 from dh_cli.worlds.local import LocalWorld
 
 WAIT = 30.0
@@ -101,3 +102,37 @@ def test_under_strace_no_server_is_spawned_but_a_running_one_is_used(db):
     assert not shared_client._server_running(db) and not socket_path(db).exists()
     assert ensure_server(db) is True  # untraced: spawned
     assert traced_ensure_server(db) == "True"
+
+
+def _wait_for_text(path: Path, text: str) -> str:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if path.exists() and text in (shown := path.read_text(errors="replace")):
+            return shown
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never reached {path}: {path.read_text() if path.exists() else 'no file'}")
+
+
+def test_a_server_that_crashes_leaves_its_traceback(db):
+    """The server runs detached with stderr on /dev/null: its crash left no trace (a change
+    to the code was needed to see why one exited). Its stderr now goes to DB.mirror.err."""
+    lock_path(db).mkdir()  # the server cannot open its lock: an uncaught error
+    shared_client._spawn(db)  # as ensure_server starts it: double-forked, on /dev/null
+    shown = _wait_for_text(errors_path(db), "IsADirectoryError")
+    assert "Traceback" in shown and "shared_server.py" in shown
+    assert errors_path(db).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_server_killed_by_a_fatal_signal_leaves_every_thread_s_stack(db):
+    assert ensure_server(db) is True
+    os.kill(server_pid(db), signal.SIGSEGV)
+    shown = _wait_for_text(errors_path(db), " in <module>")  # the main thread's, shown last
+    assert "Fatal Python error: Segmentation fault" in shown and "shared_server.py" in shown
+    assert "\nThread 0x" in shown and "Current thread 0x" in shown  # every thread's, not one
+
+
+def test_a_large_error_file_is_started_afresh(db):
+    errors_path(db).write_bytes(b"x" * (ERRORS_KEPT + 1))
+    errors_path(db).chmod(0o600)
+    assert ensure_server(db) is True
+    assert errors_path(db).stat().st_size == 0  # a healthy server writes nothing

@@ -52,7 +52,7 @@ from pathlib import Path
 from ..osthread import name_os_thread
 from .inotify import Inotify
 from .shared_sessions import Held, SessionMirrors
-from .shared_wire import Lines, encode, listen, lock_path, same_user, socket_path
+from .shared_wire import Lines, encode, keep_errors, listen, lock_path, same_user, socket_path
 
 IDLE_EXIT = 5.0  # seconds without a client before the server exits
 # A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
@@ -377,6 +377,7 @@ def _more_files() -> None:
 
 def main(argv: list[str]) -> int:
     db = Path(argv[0]).resolve()
+    keep_errors(db)
     name_os_thread("dh-shared")
     os.chdir("/")  # hold no folder of the session that started it
     lock = os.open(lock_path(db), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -386,10 +387,7 @@ def main(argv: list[str]) -> int:
         return 0  # another server mirrors this log
     os.ftruncate(lock, 0)
     os.write(lock, str(os.getpid()).encode())
-    try:
-        os.unlink(socket_path(db))  # a dead server's
-    except FileNotFoundError:
-        pass
+    socket_path(db).unlink(missing_ok=True)  # a dead server's
     _more_files()
     Server(db, lock).serve()
     return 0

@@ -42,6 +42,34 @@ def lock_path(db: Path) -> Path:
     return Path(f"{db}.mirror.lock")
 
 
+def errors_path(db: Path) -> Path:
+    return Path(f"{db}.mirror.err")
+
+
+ERRORS_KEPT = 256 * 1024  # bytes; a server that finds the file larger starts it afresh
+
+
+def keep_errors(db: Path) -> None:
+    """Send the server's stderr to DB.mirror.err, with the stack of every thread on a fatal
+    signal (faulthandler): it runs detached from any terminal, and on /dev/null a crash left
+    no trace at all. Appended to (the log's folder is the owner's, 0700); a file that cannot
+    be opened leaves stderr where it was."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(errors_path(db), flags, 0o600)
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_size > ERRORS_KEPT:
+            os.ftruncate(fd, 0)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+    import faulthandler  # here: the client (`dh run`) imports this module too
+
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
 def server_pid(db: Path) -> int | None:
     """The pid the server wrote into its lock file (for the bench and the tests)."""
     try:
