@@ -106,6 +106,19 @@ def test_is_headless(wrapper, args, expected):
     assert wrapper.is_headless(args) is expected
 
 
+@pytest.mark.parametrize("wrapper", [CLAUDE, CODEX, OPENCODE, PI])
+def test_a_tui_launched_with_no_arguments_is_resumed_as_a_tui(wrapper):
+    """`dh run codex` stores no arguments: `dh resume` relaunched it as `codex exec resume`,
+    which refused to run outside a git checkout (tests/e2e/test_tui.py saw it)."""
+    from dh_cli.models import Session
+    from dh_cli.resume.plan import resumed_headless
+
+    launched = Session(id="s", harness=wrapper.name, argv="[]")
+    assert resumed_headless(wrapper, launched, []) is False
+    imported = Session(id="s", harness=wrapper.name)  # dh did not launch it: no arguments stored
+    assert resumed_headless(wrapper, imported, []) is True
+
+
 def test_flag_values_and_variadic_words_are_not_the_prompt(tmp_path):
     args = ["--model", "opus", "-p", "fix it", "--allowedTools", "Bash", "Edit", "--verbose"]
     plan = CLAUDE.plan_launch(args, str(tmp_path), tmp_path)

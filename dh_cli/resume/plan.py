@@ -156,7 +156,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         check_native_id(wrapper, session.harness_session_id)
     session = settle(world, wrapper, session, opts.env)
     cwd = (session.cwd or opts.cwd) if place(world, session.id) is not None else opts.cwd  # else: adoption
-    headless = wrapper.is_headless(original) if original else True
+    headless = resumed_headless(wrapper, session, original)
     spec = LaunchSpec(tuple(launch.find_binary(wrapper, opts.env)), tuple(original), opts.env, cwd,
                       headless, not headless and sys.stdin.isatty())
     with launch.held(world, wrapper, session):
@@ -167,6 +167,14 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         # before it learnt either, by cwd and time since the session began), then logged.
         session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
         return _resume_now(world, wrapper, session, prompt, opts, spec)
+
+
+def resumed_headless(wrapper, session: Session, original: list[str]) -> bool:
+    """As the session was launched: `dh run codex` with no arguments is Codex's TUI (resumed
+    headless, `codex exec resume`, it failed at once outside a git checkout, and at a
+    terminal the user got no TUI). A session dh did not launch (imported) has no arguments
+    stored: headless."""
+    return wrapper.is_headless(original) if session.argv is not None else True
 
 
 def _stored_args(session: Session, opts: RunOptions) -> list[str]:

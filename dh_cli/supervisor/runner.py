@@ -55,6 +55,7 @@ class Supervisor:
         self.attempt_typed = (None, None)  # text to type into the next attempt's TUI, when
         self.attempt_note: str | None = None  # the wrapper's line for the user at the relaunch
         self.turn_at_launch = None  # the log's turn mark when this attempt started (_lingering)
+        self.guardian: int | None = None  # told of the harness's parts, to end if dh dies
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -91,11 +92,11 @@ class Supervisor:
 
     # the loop -----------------------------------------------------------------------------
     def run(self, argv: list[str]) -> int:
-        guardian = self.procs.guardian() if self.spec.interactive else None  # before the subreaper flag
+        self.guardian = self.procs.guardian() if self.spec.interactive else None  # before the subreaper flag
         try:
             return self._run(argv)
         finally:
-            self.procs.dismiss_guardian(guardian)
+            self.procs.dismiss_guardian(self.guardian)
 
     def _run(self, argv: list[str]) -> int:
         self.procs.become_subreaper()
@@ -177,7 +178,8 @@ class Supervisor:
     def _watch(self, child, attempt: Attempt) -> None:
         home = Path(self.session.home)
         tracker = self.procs.tracker(child.pid, lambda command: self.wrapper.harness_part(command, home),
-                                     self.wrapper.tool_command)
+                                     self.wrapper.tool_command,
+                                     lambda pid: self.procs.guard_part(self.guardian, pid))
         snapped, stopping = -SNAPSHOT_EVERY, False
         while (rc := child.wait_exit(self._tick(), self.wake_fd)) is None:
             now = self.clock.now()

@@ -12,7 +12,8 @@ import time
 from typing import Callable
 
 from .procs import PipeChild, become_subreaper, signal_group
-from .terminal import PtyChild, dismiss_guardian, start_guardian
+from .guardian import dismiss_guardian, guard_part, start_guardian
+from .terminal import PtyChild
 from .tools import ToolTracker, end_descendants
 
 
@@ -43,9 +44,9 @@ class Procs:
     def signal_group(self, pgid: int, sig: int) -> None:
         signal_group(pgid, sig)
 
-    def tracker(self, pid: int, is_part, tool_command=" ".join):
+    def tracker(self, pid: int, is_part, tool_command=" ".join, on_part=None):
         """The tool commands (children) of the harness pid: see tools.py."""
-        return ToolTracker(pid, is_part, tool_command)
+        return ToolTracker(pid, is_part, tool_command, on_part)
 
     def end_descendants(self) -> int:
         """End and reap every process dh started that still lives (dh is stopping)."""
@@ -72,8 +73,12 @@ class Procs:
         return wake_r, undo
 
     def guardian(self) -> int | None:
-        """A process that gives the terminal back if dh dies (see terminal.py)."""
+        """A process that ends the harness's parts and gives the terminal back if dh dies
+        (see guardian.py)."""
         return start_guardian()
+
+    def guard_part(self, guardian: int | None, pid: int) -> None:
+        guard_part(guardian, pid)
 
     def dismiss_guardian(self, guardian: int | None) -> None:
         dismiss_guardian(guardian)

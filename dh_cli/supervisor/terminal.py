@@ -40,53 +40,6 @@ RESET = (
 CLEAR = b"\x1b[H\x1b[2J"  # cursor home, screen erased (the scrollback is the user's: kept)
 
 
-def start_guardian(fd_in: int = 0, fd_out: int = 1) -> int | None:
-    """A tiny process that outlives dh only to put the terminal back if dh is killed with
-    SIGKILL (which no handler of dh's can catch: the shell was left raw, cursor hidden).
-    It waits on a pipe: dh writes one byte on a clean exit (`dismiss_guardian`); EOF with no
-    byte means dh died, and the guardian restores the saved modes and RESET. Double-forked
-    before dh becomes a subreaper, so it is never dh's child (never taken for a tool) and
-    in a session of its own (a Ctrl-C or hang-up to dh's group does not reach it).
-    Returns the pipe's write end, or None when there is no terminal."""
-    if not (os.isatty(fd_in) and os.isatty(fd_out)):
-        return None
-    saved = termios.tcgetattr(fd_in)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the forked guardian
-        _guard(read_end, write_end, fd_in, fd_out, saved)
-    os.close(read_end)
-    os.waitpid(pid, 0)  # the intermediate child exits at once
-    os.set_inheritable(write_end, False)
-    return write_end
-
-
-def _guard(read_end: int, write_end: int, fd_in: int, fd_out: int, saved) -> None:  # pragma: no cover
-    try:
-        os.close(write_end)
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        os.closerange(3, read_end)
-        os.closerange(read_end + 1, 65536)
-        if os.read(read_end, 1) == b"":  # dh died without a word
-            termios.tcsetattr(fd_in, termios.TCSADRAIN, saved)
-            os.write(fd_out, RESET)
-    except BaseException:  # noqa: BLE001 - a guardian never raises into a fork of dh
-        pass
-    os._exit(0)
-
-
-def dismiss_guardian(write_end: int | None) -> None:
-    """dh exits on its own: the terminal is already put back, the guardian leaves quietly."""
-    if write_end is not None:
-        try:
-            os.write(write_end, b"x")
-            os.close(write_end)
-        except OSError:
-            pass
-
-
 KITTY_PUSH = re.compile(rb"\x1b\[>\d*u")
 KITTY_POP = re.compile(rb"\x1b\[<\d*u")
 

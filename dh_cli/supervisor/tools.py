@@ -124,7 +124,8 @@ class ToolTracker:
     `sleep` runs on), or dh had to end the group after the grace period."""
 
     def __init__(self, harness_pid: int, is_part: Callable[[str], bool] = lambda command: False,
-                 tool_command: Callable[[list[str]], str] = " ".join):
+                 tool_command: Callable[[list[str]], str] = " ".join,
+                 on_part: Callable[[int], None] | None = None):
         self.harness_pid = harness_pid
         # What the user would call the command (the wrapper knows how its harness wraps
         # one: Claude Code's `bash -c source <snapshot> … eval '<command>' … pwd -P >| <file>`
@@ -134,6 +135,7 @@ class ToolTracker:
         # e.g. Codex's app-server daemon): never a tool, never reported to the model as one.
         # Their own children are the harness's tool commands.
         self.is_part = is_part
+        self.on_part = on_part or (lambda pid: None)  # each part once, as found (guardian.py)
         self.parts: dict[int, tuple[float, str]] = {}
         self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create time, command line)
         self.group: dict[int, int] = {}  # pid -> its process group
@@ -153,10 +155,12 @@ class ToolTracker:
     def _is_part(self, pid: int, info: tuple[float, list[str]]) -> bool:
         """True for a part of the harness, noted as one."""
         command = clip(" ".join(info[1]))
-        if self.is_part(command):
-            self.parts[pid] = (info[0], command)
-            return True
-        return False
+        if not self.is_part(command):
+            return False
+        if pid not in self.parts:
+            self.on_part(pid)
+        self.parts[pid] = (info[0], command)
+        return True
 
     def snapshot(self) -> None:
         """Remember the harness's direct children (its tool commands), whatever their group."""

@@ -238,6 +238,58 @@ def test_tui_terminal_is_put_back_after_dh_is_sigkilled(real_rig, installed, har
         tui.close()
 
 
+def harness_parts(rig) -> list:
+    """Codex's app-server processes started from the rig's CODEX_HOME (its daemon and the
+    daemon's pid-update loop), alive."""
+    daemons = str(rig.tmp / ".codex" / "packages" / "app-server-daemon")
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and \
+                (proc.info["cmdline"] or [""])[0].startswith(daemons):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.harnesses("codex")
+def test_tui_codex_daemon_ends_with_a_sigkilled_dh_and_the_turn_goes_on_at_resume(real_rig, installed):
+    """kill -9 of dh while Codex's TUI runs a shell command: the TUI dies with dh, and so must
+    its app-server daemon. Left running (0.171.0), it ran the command to its end and asked the
+    model for the three remaining replies within 10 s, with no dh to mirror it, and a `dh
+    resume` then would have repaired the rollout it was writing. Resumed, the turn completes,
+    each reply paid once; the command, cut, is reported to the model as maybe run."""
+    rig = real_tui_rig(real_rig, installed, "codex", TOOL_SCRIPT)
+    tui = start(rig, "codex")
+    try:
+        tui.until(lambda: tui.on_screen(TUI["codex"][1]), what="the editor")
+        tui.quiet()
+        tui.submit(PROMPT, served(rig, 0))
+        tui.until(lambda: logged(rig, "tool_call") >= 1 and command_running(rig) and harness_parts(rig),
+                  what="the tool call logged, its command and the daemon running")
+        time.sleep(2.5)  # dh's look at the harness's processes comes every 2 s
+        os.kill(tui.child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while harness_parts(rig) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [p.info["cmdline"] for p in harness_parts(rig)]
+        assert not left, left
+        time.sleep(5)  # the command would have ended (sleep 3) and the next reply been asked
+        assert not served(rig, 1)(), rig.server.log
+    finally:
+        tui.close()
+    resumed = Tui(rig, "codex", [], command=["resume", session_of(rig)["id"]])
+    try:
+        resumed.until(served(rig, 3, "response_done"), what="the final reply")
+        resumed.until(lambda: resumed.on_screen("All done."), what="the final answer on screen")
+        assert resumed.quit(TUI["codex"][2]) == 0, resumed.text()
+    finally:
+        resumed.close()
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert read(rig.proj / "a.txt") == "alpha\n"
+    results = tool_results(rig.server.main_requests()[1]["api"], rig.server.main_requests()[1]["body"])
+    assert MAY_HAVE_RUN in results[0][1], results
+
+
 # reply #0 stalls once: the TUI's first request hangs, as a slow model's would
 EARLY_SCRIPT = {"replies": [dict(R[0], delay_s=60, delay_times=1), *R[1:]]}
 

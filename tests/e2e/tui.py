@@ -31,14 +31,16 @@ class AnsweringScreen(pyte.Screen):
 class Tui:
     """dh run <harness> -- <args> in a pty of ROWS x COLS; every byte is fed to a pyte screen."""
 
-    def __init__(self, rig, harness: str, args: list[str], dh_opts: tuple[str, ...] = ()):
+    def __init__(self, rig, harness: str, args: list[str], dh_opts: tuple[str, ...] = (),
+                 command: list[str] | None = None):
+        """command: dh's arguments in place of `run <harness> <dh_opts> -- <args>`."""
         self.rig = rig
         self.screen = AnsweringScreen(COLS, ROWS, lambda data: self.child.send(data))
         self.stream = pyte.ByteStream(self.screen)
         self.raw = bytearray()
         self.at_notice: list[str] | None = None  # the screen as it was right after dh's notice
-        self.child = pexpect.spawn(sys.executable, ["-m", "dh_cli", "run", harness, *dh_opts,
-                                                    "--", *args],
+        command = command or ["run", harness, *dh_opts, "--", *args]
+        self.child = pexpect.spawn(sys.executable, ["-m", "dh_cli", *command],
                                    cwd=str(rig.proj), env=rig.env, timeout=60,
                                    dimensions=(ROWS, COLS))
 

@@ -85,6 +85,7 @@ class FakeProcs:
     ended_descendants: int = 0
     handler: object = None
     trackers: list[FakeTracker] = field(default_factory=list)
+    guarded: list[tuple] = field(default_factory=list)
 
     def spawn(self, argv, env, cwd, *, pty: bool, on_line=None, typed=None, ready=None):
         script = self.scripts[min(len(self.children), len(self.scripts) - 1)]
@@ -100,9 +101,12 @@ class FakeProcs:
             if child.pgid == pgid:
                 child.receive(sig)
 
-    def tracker(self, pid: int, is_part, tool_command=" ".join):
+    def tracker(self, pid: int, is_part, tool_command=" ".join, on_part=None):
         self.trackers.append(FakeTracker(next(c for c in self.children if c.pid == pid)))
         return self.trackers[-1]
+
+    def guard_part(self, guardian, pid: int) -> None:
+        self.guarded.append((guardian, pid))
 
     def end_descendants(self) -> int:
         self.ended_descendants += 1
