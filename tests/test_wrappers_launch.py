@@ -207,13 +207,22 @@ def test_pi_plan_keeps_the_users_session_choice(tmp_path):
     (["exec", "--json", "resume", "t1", "continue"], True, "t1", "continue", True),
     (["e", "resume", "--last", "continue"], True, None, "continue", True),
     (["-m", "o3", "fix it"], False, None, "fix it", False),
+    (["--enable", "fast_mode", "--remote", "unix:///s", "fix it"], False, None, "fix it", False),
     (["resume", "t1"], False, "t1", None, True),
 ])
 def test_codex_plan_passes_args_through(tmp_path, args, headless, expected_id, prompt, resuming):
     plan = CODEX.plan_launch(args, str(tmp_path), tmp_path)
-    assert plan.argv == args and plan.native_path is None
+    # the TUI runs its agent in its own process (no shared app-server daemon)
+    assert plan.argv == (args if headless else ["-c", "features.daemon_auto_start=false", *args])
+    assert plan.native_path is None
     assert (plan.headless, plan.native_id, plan.prompt, plan.resuming) == \
            (headless, expected_id, prompt, resuming)
+
+
+@pytest.mark.parametrize("args", [["-c", "features.daemon_auto_start=true"],
+                                  ["--enable", "daemon_auto_start", "resume", "t1"]])
+def test_a_codex_tui_asked_for_its_daemon_keeps_it(tmp_path, args):
+    assert CODEX.plan_launch(args, str(tmp_path), tmp_path).argv == args
 
 
 @pytest.mark.parametrize("args, headless, expected_id, prompt, resuming", [

@@ -40,8 +40,15 @@ OUTPUT_FOR = {"function_call": ("function_call_output", "fco"),
 VALUE_FLAGS = frozenset({
     "-m", "--model", "-c", "--config", "-C", "--cd", "-s", "--sandbox", "-p", "--profile",
     "-i", "--image", "-o", "--output-last-message", "--output-schema", "--color", "--add-dir",
-    "-a", "--ask-for-approval", "--local-provider"})
+    "-a", "--ask-for-approval", "--local-provider", "--enable", "--disable", "--remote",
+    "--remote-auth-token-env", "--thread-source", "--cyber-access-program"})  # 0.171.0's --help
 EXEC_WORDS = {"exec", "e"}
+# The TUI (0.157 on) runs its agent in one app-server daemon per Codex home, which every TUI of
+# that home shares and which outlives them (seen with 0.171.0: a second TUI attached to the
+# first one's daemon, and with dh and the TUI killed the daemon ran the rest of the turn
+# alone). Under dh the agent runs in the TUI's own process: it ends with the TUI, and one
+# TUI's crash cuts no other session's turn. A command line that names the feature keeps it.
+AGENT_IN_PROCESS = ["-c", "features.daemon_auto_start=false"]
 # --last/--all pick a session themselves; images belong to the prompt already in the history
 RESUME_DROP = {"--last", "--all", "-i", "--image"}
 # the records that carry the cwd, and the keys under which they do (carries_cwd)
@@ -224,6 +231,8 @@ class CodexWrapper(Wrapper):
     def plan_launch(self, args: list[str], cwd: str, home: Path) -> LaunchPlan:
         """Codex cannot be given a thread id: it is read later from `thread.started` or
         the new rollout. A user's own `resume <id>` names it, though."""
+        if not self.is_headless(args) and not any("daemon_auto_start" in arg for arg in args):
+            args = [*AGENT_IN_PROCESS, *args]
         index, words = self._command(args)
         headless, command = self.is_headless(args), args[index] if index is not None else None
         if headless and words[:1] == ["resume"]:
@@ -268,7 +277,8 @@ class CodexWrapper(Wrapper):
         that turn anyway. So dh freezes it (SIGSTOP) the moment the TUI is seen dead and ends it
         once the commands it runs had their grace: the turn is cut where the TUI was killed,
         as with the other harnesses, dh's repair tells the model how the cut command ended,
-        and the resumed TUI starts a fresh daemon that reads the rollout."""
+        and the resumed TUI starts a fresh daemon that reads the rollout. dh's own launches
+        keep the agent in the TUI (AGENT_IN_PROCESS); this is for a user who keeps the daemon."""
         program, _, rest = command.partition(" ")
         daemons = str(Path(home) / "packages" / "app-server-daemon") + os.sep
         return program.startswith(daemons) and rest.startswith("app-server")
