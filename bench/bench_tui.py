@@ -15,16 +15,12 @@ they are gone plus its start to the same mark (own_restart). Goal: dh adds <= 10
 harness's own restart. Node's compile cache is one folder for all runs, warmed by a run that
 is not counted (see bench()), as a user's is.
 
-Codex 0.171's TUI runs its agent in an app-server daemon (CodexWrapper.harness_part). The two
-sides are alike there, measured, not assumed: the TUI starts its daemon only once a prompt is
-submitted (no app-server process while it waits at its editor), and it draws its editor
-before that, so neither side's time to the mark includes a daemon start, and no daemon is
-left running before a start (checked: a left daemon would make it a warm start, and the
-bench says so). Both sides wait for the killed daemon to be gone (dh must: a live one takes
-the resumed TUI's turn). The baseline kills TUI and daemon at once (18-21 ms until both were
-gone, load 20-97); dh learns of the TUI's death first and only then kills the daemon, so its
-two waits are in series (a dh profile at load 31: 55 ms from the kill to dh's wake-up on the
-TUI's exit, 40 ms more for the daemon; at load 2: 9 + 6 ms).
+Codex 0.171's TUI runs its agent in an app-server daemon by default; dh launches it with the
+agent in the TUI's own process (CodexWrapper.plan_launch, AGENT_IN_PROCESS), and the baseline
+runs dh's very argv, so neither side has a daemon. (With the daemon, measured before that
+change: the baseline killed TUI and daemon at once, 18-21 ms until both were gone; dh learnt
+of the TUI's death first and only then killed the daemon, 55 + 40 ms at load 31, 9 + 6 ms at
+load 2.) `daemons()` still checks that nothing of the rig is left before a start.
 
 Run: python bench/bench_tui.py [--set pinned|newest] [claude-code|codex|opencode|pi ...]
 (both version sets when --set is not given; a harness whose newest release is its pinned
