@@ -191,3 +191,27 @@ def test_a_message_to_a_client_that_is_gone_leaves_its_session_to_the_drain(tmp_
     finally:
         server._shut()
         os.close(lock)
+
+
+def test_the_socket_appears_only_once_the_server_listens(tmp_path, monkeypatch):
+    """Clients take the socket's path for a server ready (ensure_server waits for it to
+    exist): one that connected between the server's bind and its listen was refused, in a
+    full test run (test_a_server_whose_log_folder_went_... failed on ECONNREFUSED)."""
+    from dh_cli.mirror import shared_wire
+
+    path = tmp_path / "dh.db.mirror.sock"
+    there_at_listen = []
+
+    class Watched(socket.socket):
+        def listen(self, *args):
+            there_at_listen.append(path.exists())
+            return super().listen(*args)
+
+    monkeypatch.setattr(shared_wire.socket, "socket", Watched)
+    with closing(shared_wire.listen(path)):
+        assert there_at_listen == [False]
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]  # nothing of the staging left
+        monkeypatch.undo()
+        with closing(connect(path, 5)):
+            pass

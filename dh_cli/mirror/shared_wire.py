@@ -98,15 +98,25 @@ class _Address:
 
 
 def listen(path: Path) -> socket.socket:
-    """A listening socket at `path` that only its owner may connect to (0600 from the start)."""
+    """A listening socket at `path` that only its owner may connect to (0600 from the start).
+    Bound under a name of its own and renamed to `path` once it listens: clients take the
+    path for a server ready, and one that connected between bind and listen was refused
+    (ECONNREFUSED; seen in a full test run), so its session went in-process."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    staging = path.with_name(f"{path.name}.{os.getpid()}")
     old = os.umask(0o177)
     try:
-        with _Address(path) as address:
+        with _Address(staging) as address:
             sock.bind(address)
     finally:
         os.umask(old)
-    sock.listen(128)
+    try:
+        sock.listen(128)
+        os.rename(staging, path)
+    except OSError:
+        sock.close()
+        staging.unlink(missing_ok=True)
+        raise
     return sock
 
 
