@@ -95,6 +95,16 @@ def _world(url: str):
     return PostgresWorld(url)
 
 
+def _epoch(url: str, sid: str) -> int | None:
+    """The session's lease epoch in the world: 1 for A's run, 2 once B claimed it."""
+    world = _world(url)
+    try:
+        rows = world._rows("SELECT epoch FROM dh.leases WHERE session_id = %s", [sid])
+        return rows[0][0] if rows else None
+    finally:
+        world.close()
+
+
 def _harness_pid(rig: Rig) -> int | None:
     world = rig.world()
     sessions = world.list_sessions()
@@ -165,10 +175,14 @@ def test_takeover_after_a_kill(tmp_path, server, pg_url):
     _kill_group(harness, signal.SIGKILL)
     killed = time.monotonic()
     before = len(_main_requests(server))
+    _wait(lambda: _epoch(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {_err(b, 'worker')}")
+    claimed = time.monotonic() - killed
+    # issue 15's bound is on the claim. B's first model request follows once B has started dh
+    # and the harness: 4.6 s after the kill on this machine idle, 6.6 s in a full test run
+    # beside the e2e tests; bench/bench_live_world.py measures it against its goal
+    assert claimed <= TTL + 3, f"B claimed the session {claimed:.1f} s after the kill"
     _wait(lambda: len(_main_requests(server)) > before, TTL + 30,
           f"B's first model request; worker: {_err(b, 'worker')}")
-    took = time.monotonic() - killed
-    assert took <= TTL + 3, f"B's first model request came {took:.1f} s after the kill"
     # while B runs the turn (reply #2 is slow), A's resume names the holder and refuses
     refused = a.dh("resume", sid, "--world", "postgres", "--url", pg_url)
     assert refused.returncode == 4, refused.stderr.decode()
