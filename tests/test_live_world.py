@@ -24,7 +24,7 @@ import pytest
 from . import pg
 from .fakes.model_server import FakeModelServer
 from .live_leftovers import nothing_left  # noqa: F401  (fixture)
-from .pg import pg_url  # noqa: F401  (fixture)
+from .pg import lease_epoch, pg_url  # noqa: F401  (pg_url: a fixture)
 from .rig import HEADLESS_ARGS, SCRIPT, Rig
 
 # every test: nothing it started (dh, workers, their children, harnesses) outlives it
@@ -93,16 +93,6 @@ def _world(url: str):
     from dh_cli.worlds.postgres import PostgresWorld
 
     return PostgresWorld(url)
-
-
-def _epoch(url: str, sid: str) -> int | None:
-    """The session's lease epoch in the world: 1 for A's run, 2 once B claimed it."""
-    world = _world(url)
-    try:
-        rows = world._rows("SELECT epoch FROM dh.leases WHERE session_id = %s", [sid])
-        return rows[0][0] if rows else None
-    finally:
-        world.close()
 
 
 def _harness_pid(rig: Rig) -> int | None:
@@ -175,7 +165,7 @@ def test_takeover_after_a_kill(tmp_path, server, pg_url):
     _kill_group(harness, signal.SIGKILL)
     killed = time.monotonic()
     before = len(_main_requests(server))
-    _wait(lambda: _epoch(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {_err(b, 'worker')}")
+    _wait(lambda: lease_epoch(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {_err(b, 'worker')}")
     claimed = time.monotonic() - killed
     # issue 15's bound is on the claim. B's first model request follows once B has started dh
     # and the harness: 4.6 s after the kill on this machine idle, 6.6 s in a full test run

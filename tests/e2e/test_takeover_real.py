@@ -29,7 +29,7 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer, tool_results
 from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
-from tests.pg import pg_url  # noqa: F401  (fixture)
+from tests.pg import lease_epoch, pg_url  # noqa: F401  (pg_url: a fixture)
 from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
 
 from .test_real_harnesses import RUN_TIMEOUT, launched_pid, logged
@@ -116,15 +116,6 @@ def kill_machine(rig: Rig, dh: subprocess.Popen) -> float:
     return time.monotonic()
 
 
-def epoch_of(url: str, sid: str) -> int | None:
-    world = remote(url)
-    try:
-        rows = world._rows("SELECT epoch FROM dh.leases WHERE session_id = %s", [sid])
-        return rows[0][0] if rows else None
-    finally:
-        world.close()
-
-
 def state_in_world(url: str, sid: str) -> str | None:
     world = remote(url)
     try:
@@ -155,7 +146,7 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         killed = kill_machine(a, run)
         asked = len(server.main_requests())
 
-        wait(lambda: epoch_of(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {err_of(b, 'worker')}")
+        wait(lambda: lease_epoch(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {err_of(b, 'worker')}")
         claimed = time.monotonic() - killed
         assert claimed <= TTL + 3, f"B claimed the session {claimed:.1f} s after the kill"
         wait(lambda: len(server.main_requests()) > asked, RUN_TIMEOUT, "B's first model request")
