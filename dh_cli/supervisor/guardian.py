@@ -36,11 +36,16 @@ def start_ticks(pid: int) -> int | None:
 
 
 def start_guardian(fd_in: int = 0, fd_out: int = 1) -> int | None:
-    """The pipe's write end (None if the guardian could not start). The terminal is put back
-    only when dh's stdin and stdout are one."""
+    """The pipe's write end, or None when no guardian could start (no process left to fork:
+    dh runs on without one). The terminal is put back only when dh's stdin and stdout are one."""
     saved = termios.tcgetattr(fd_in) if os.isatty(fd_in) and os.isatty(fd_out) else None
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
     if pid == 0:  # pragma: no cover - runs in the forked guardian
         _guard(read_end, write_end, fd_in, fd_out, saved)
     os.close(read_end)
