@@ -20,7 +20,7 @@ import pytest
 DRIVER = textwrap.dedent("""
     import os, signal, subprocess, sys, time
     import psutil
-    from dh_cli.supervisor.guardian import dismiss_guardian, guard_part, start_ticks, start_guardian
+    from dh_cli.supervisor.guardian import dismiss_guardian, guard_part, start_guardian
 
     how = sys.argv[1]
     guardian = start_guardian()  # no terminal here: only the parts to look after
@@ -29,10 +29,9 @@ DRIVER = textwrap.dedent("""
     while not psutil.Process(part.pid).children():
         time.sleep(0.01)
     command = psutil.Process(part.pid).children()[0].pid
-    if how == "reused":  # the pid dh named now belongs to another process
-        os.write(guardian, b"part %d %d\\n" % (part.pid, start_ticks(part.pid) + 1))
-    else:
-        guard_part(guardian, part.pid)
+    created = psutil.Process(part.pid).create_time()
+    # "reused": the pid dh named now belongs to another process, started a second later
+    guard_part(guardian, part.pid, created + (1.0 if how == "reused" else 0.0))
     print(part.pid, command, flush=True)
     if how == "exits":
         dismiss_guardian(guardian)

@@ -10,7 +10,7 @@ terminal raw, cursor hidden: the guardian puts it back.
 
 The guardian is double-forked before dh becomes a subreaper, so it is never dh's child
 (never taken for a tool), in a session of its own (a Ctrl-C or hang-up to dh's group does not
-reach it). It reads a pipe: `part <pid> <start>` for each part dh finds, `bye` when dh exits on
+reach it). It reads a pipe: `part <pid> <create time>` for each part dh finds, `bye` when dh exits on
 its own; EOF with no `bye` means dh died."""
 
 from __future__ import annotations
@@ -19,20 +19,10 @@ import os
 import signal
 import termios
 
+from .procs import process_alive
 from .terminal import RESET
 
 BYE = b"bye\n"
-
-
-def start_ticks(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot (/proc/<pid>/stat, field 22): with
-    the pid, names one process even after its pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def start_guardian(fd_in: int = 0, fd_out: int = 1) -> int | None:
@@ -87,7 +77,11 @@ def _end_parts(heard: bytes) -> None:
         if len(words) != 3 or words[0] != b"part" or not words[1].isdigit():
             continue
         pid = int(words[1])
-        if pid > 1 and start_ticks(pid) == int(words[2]):
+        try:
+            created = float(words[2])
+        except ValueError:
+            continue
+        if pid > 1 and process_alive(pid, created):  # not a reused pid
             _kill_part(pid)
 
 
@@ -101,11 +95,11 @@ def _kill_part(pid: int) -> None:
         pass
 
 
-def guard_part(write_end: int | None, pid: int) -> None:
-    """Tell the guardian of a part of the harness, to end should dh die."""
-    ticks = start_ticks(pid)
-    if write_end is not None and ticks is not None:
-        _say(write_end, b"part %d %d\n" % (pid, ticks))
+def guard_part(write_end: int | None, pid: int, created: float) -> None:
+    """Tell the guardian of a part of the harness (its pid and create time, as the tool
+    tracker read them), to end should dh die."""
+    if write_end is not None:
+        _say(write_end, f"part {pid} {created!r}\n".encode())
 
 
 def dismiss_guardian(write_end: int | None) -> None:

@@ -179,7 +179,7 @@ class Supervisor:
         home = Path(self.session.home)
         tracker = self.procs.tracker(child.pid, lambda command: self.wrapper.harness_part(command, home),
                                      self.wrapper.tool_command,
-                                     lambda pid: self.procs.guard_part(self.guardian, pid))
+                                     lambda pid, created: self.procs.guard_part(self.guardian, pid, created))
         snapped, stopping = -SNAPSHOT_EVERY, False
         while (rc := child.wait_exit(self._tick(), self.wake_fd)) is None:
             now = self.clock.now()

@@ -77,8 +77,8 @@ class Procs:
         (see guardian.py)."""
         return start_guardian()
 
-    def guard_part(self, guardian: int | None, pid: int) -> None:
-        guard_part(guardian, pid)
+    def guard_part(self, guardian: int | None, pid: int, created: float) -> None:
+        guard_part(guardian, pid, created)
 
     def dismiss_guardian(self, guardian: int | None) -> None:
         dismiss_guardian(guardian)

@@ -125,7 +125,7 @@ class ToolTracker:
 
     def __init__(self, harness_pid: int, is_part: Callable[[str], bool] = lambda command: False,
                  tool_command: Callable[[list[str]], str] = " ".join,
-                 on_part: Callable[[int], None] | None = None):
+                 on_part: Callable[[int, float], None] | None = None):
         self.harness_pid = harness_pid
         # What the user would call the command (the wrapper knows how its harness wraps
         # one: Claude Code's `bash -c source <snapshot> … eval '<command>' … pwd -P >| <file>`
@@ -135,7 +135,7 @@ class ToolTracker:
         # e.g. Codex's app-server daemon): never a tool, never reported to the model as one.
         # Their own children are the harness's tool commands.
         self.is_part = is_part
-        self.on_part = on_part or (lambda pid: None)  # each part once, as found (guardian.py)
+        self.on_part = on_part or (lambda pid, created: None)  # each part once, as found (guardian.py)
         self.parts: dict[int, tuple[float, str]] = {}
         self.seen: dict[int, tuple[float, str]] = {}  # pid -> (create time, command line)
         self.group: dict[int, int] = {}  # pid -> its process group
@@ -158,7 +158,7 @@ class ToolTracker:
         if not self.is_part(command):
             return False
         if pid not in self.parts:
-            self.on_part(pid)
+            self.on_part(pid, info[0])
         self.parts[pid] = (info[0], command)
         return True
 

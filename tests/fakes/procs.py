@@ -105,8 +105,8 @@ class FakeProcs:
         self.trackers.append(FakeTracker(next(c for c in self.children if c.pid == pid)))
         return self.trackers[-1]
 
-    def guard_part(self, guardian, pid: int) -> None:
-        self.guarded.append((guardian, pid))
+    def guard_part(self, guardian, pid: int, created: float) -> None:
+        self.guarded.append((guardian, pid, created))
 
     def end_descendants(self) -> int:
         self.ended_descendants += 1
