@@ -83,6 +83,12 @@ class Settings:
     replay: dict[str, Replay] = _about("Replay classes, e.g. Bash=never,Read=safe.",  # tool name (lower case) -> class
                                        default_factory=dict)
     workspace: Workspace = field(default_factory=Workspace)
+    # harness name -> args; travel.py: a session's own permission, sandbox, MCP and settings
+    # flags never come with it from another machine
+    local_flags: dict[str, list[str]] = _about(
+        "Flags this machine gives a harness when it runs a session from elsewhere (a world, a "
+        "pull, an import), e.g. claude-code = [\"--permission-mode\", \"acceptEdits\"].",
+        default_factory=dict)
 
 
 def _fields(cls) -> dict:
@@ -114,6 +120,8 @@ ENV_KEYS = {
     "DH_BACKOFF_CAP": "restart.backoff_cap",
 }
 REPLAY_ENV = "DH_REPLAY"  # "Bash=never,Read=safe"
+TABLES = ("replay", "local_flags")  # settings that are tables of the user's own keys
+PARENTS = ("restart.", "replay.", "workspace.", "local_flags.")
 
 # Variables read where they are used: no setting, no file key, no `dh config show` line. The
 # man page's ENVIRONMENT lists these after the settings' variables (dh_cli/_gen_docs.py);
@@ -192,7 +200,7 @@ def flatten(data: dict, prefix: str = "") -> dict:
     out = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and (value or prefix == "" and key == "replay"):
+        if isinstance(value, dict) and (value or prefix == "" and key in TABLES):
             out.update(flatten(value, dotted + "."))
         else:
             out[dotted] = value
@@ -202,7 +210,7 @@ def flatten(data: dict, prefix: str = "") -> dict:
 def unflatten(values: dict) -> dict:
     out: dict = {}
     for dotted, value in values.items():
-        *parents, leaf = dotted.split(".", 1) if dotted.startswith(("restart.", "replay.", "workspace.")) else [dotted]
+        *parents, leaf = dotted.split(".", 1) if dotted.startswith(PARENTS) else [dotted]
         node = out
         for part in parents:
             node = node.setdefault(part, {})

@@ -95,7 +95,18 @@ class Rig:
         return LocalWorld(Path(self.env["DH_HOME"]) / "dh.db")
 
 
+# this machine's own flags for a session from elsewhere (a takeover): what HEADLESS_ARGS gives
+# a session started here, since a session's own permission flags never travel (travel.py)
+LOCAL_FLAGS = """[local_flags]
+claude-code = ["--dangerously-skip-permissions"]
+codex = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+"""
+
+
 def write_configs(home: Path, url: str) -> None:
+    dh_config = home / ".config" / "dh"
+    dh_config.mkdir(parents=True, exist_ok=True)
+    (dh_config / "config.toml").write_text(LOCAL_FLAGS)
     agent = home / "pi-agent"
     agent.mkdir(parents=True, exist_ok=True)
     (agent / "models.json").write_text(json.dumps({"providers": {"mock": {

@@ -42,7 +42,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
     return RunOptions(cwd=os.getcwd(), env=default_env(),
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
-                      supervise=supervise, notice=output.note,
+                      supervise=supervise, notice=output.note, local_flags=dict(s.local_flags),
                       link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 

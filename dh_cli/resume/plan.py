@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import events
 from ..confine import check_native_id, place, settle
+from ..errors import NativeStateError
 from ..models import Session
 from ..util import scrub
 from ..supervisor import launch
@@ -20,6 +21,8 @@ from ..supervisor.watchers import prepare_sync
 from ..versions import note_version
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
+from ..wrappers.common import with_flags
+from ..wrappers.travel import travelling_args
 from .prepare import Prepared, current_turn, prepare_resume
 from .replay import unlogged_text
 
@@ -53,6 +56,10 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
         return RelaunchPlan("skip", session, kept=prepared.finished_calls)
     if not prepared.has_state or not session.harness_session_id and not session.native_path:
+        if spec.foreign:
+            raise NativeStateError(
+                f"session {session.id} came from elsewhere and holds no conversation yet: dh "
+                "does not run its original command here", hint="start it anew with `dh run`")
         plan = _relaunch(wrapper, session, spec)
         _write(world, session, events.resume_plan("relaunch", why="no native state yet",
                                                   argv=launch.redact_args(list(plan.argv))), attempt)
@@ -151,14 +158,14 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     pulled from another machine (see resume/relocate.py)."""
     launch.patient(world, opts)
     wrapper = get_wrapper(session.harness)
-    original = _stored_args(session, opts)
+    original, foreign = _stored_args(world, wrapper, session, opts)
     if session.harness_session_id is not None:  # refused before anything is moved or run
         check_native_id(wrapper, session.harness_session_id)
     session = settle(world, wrapper, session, opts.env)
     cwd = (session.cwd or opts.cwd) if place(world, session.id) is not None else opts.cwd  # else: adoption
     headless = resumed_headless(wrapper, session, original)
     spec = LaunchSpec(tuple(launch.find_binary(wrapper, opts.env)), tuple(original), opts.env, cwd,
-                      headless, not headless and sys.stdin.isatty())
+                      headless, not headless and sys.stdin.isatty(), foreign=foreign)
     with launch.held(world, wrapper, session):
         launch.check_previous_attempt(world, session)
         session, spec = _relocated(world, wrapper, session, opts, spec, move_to, rehome)
@@ -177,12 +184,32 @@ def resumed_headless(wrapper, session: Session, original: list[str]) -> bool:
     return wrapper.is_headless(original) if session.argv is not None else True
 
 
-def _stored_args(session: Session, opts: RunOptions) -> list[str]:
-    original, dropped = launch.without_redacted(json.loads(session.argv or "[]"))
+def _stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> tuple[list[str], bool]:
+    """(the args the session resumes with, whether they came from elsewhere). Only a
+    session dh started on this machine keeps its own command line; any other's argv is
+    data (wrappers/travel.py): what travels, plus this user's `local_flags`."""
+    own = getattr(world, "own_argv", lambda _sid: None)(session.id)
+    original, dropped = launch.without_redacted(json.loads(own or session.argv or "[]"))
     if dropped:
         opts.notice(f"dh: {', '.join(dropped)} not stored in the log (secret); resuming without it "
                     "(give it through the harness's environment or config instead)")
-    return original
+    if own is not None:
+        return original, False
+    kept, left = travelling_args(wrapper, original)
+    mine = local_flags(opts.local_flags, wrapper)
+    if left:
+        opts.notice(f"dh: session {session.id} came from elsewhere: its {', '.join(left)} "
+                    f"stay{'s' if len(left) == 1 else ''} behind; it runs with this machine's "
+                    f"local_flags for {wrapper.name} ({' '.join(mine) or 'none'})")
+    return with_flags(kept, mine), True
+
+
+def local_flags(configured: dict, wrapper: Wrapper) -> list[str]:
+    """This user's flags for the wrapper's harness (by its name or an alias)."""
+    for name in (wrapper.name, *wrapper.aliases):
+        if name in configured:
+            return list(configured[name])
+    return []
 
 
 def _relocated(world, wrapper, session, opts, spec, move_to, rehome) -> tuple[Session, LaunchSpec]:

@@ -25,6 +25,7 @@ class RunOptions:
     supervise: bool = True
     notice: Callable[[str], None] = print  # one-line messages to the user (stderr)
     link: object = None  # a live world (worlds/live_world.py WorldLink): lease and replication
+    local_flags: dict = field(default_factory=dict)  # harness -> this user's flags for a session from elsewhere
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class LaunchSpec:
     cwd: str
     headless: bool = True  # the harness runs without a TUI (its args say so)
     interactive: bool = False  # a TUI in the user's terminal (a pty); else pipes
+    # the args came from elsewhere (wrappers/travel.py): never run as an original command
+    foreign: bool = False
 
     def argv(self, args) -> list[str]:
         return [*self.binary, *args]

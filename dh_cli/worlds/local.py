@@ -44,10 +44,15 @@ _UPDATE_SOURCE = "UPDATE sources SET {} WHERE id = ?".format(
     ", ".join(f'"{c}" = ?' for c in SOURCE_COLUMNS[1:]))
 
 
-def _decide_place(conn, session_id: str, home: str | None, cwd: str | None) -> None:
+def _decide_place(conn, session_id: str, home: str | None, cwd: str | None,
+                  argv: str | None = None) -> None:
+    """The session's place here; argv only when dh creates the session here (the user's own
+    command line), kept when the place moves."""
     if home:
-        conn.execute("INSERT OR REPLACE INTO places (session_id, home, cwd, decided_at)"
-                     " VALUES (?, ?, ?, ?)", [session_id, home, cwd, now_iso()])
+        conn.execute("INSERT INTO places (session_id, home, cwd, decided_at, argv) VALUES (?, ?, ?, ?, ?)"
+                     " ON CONFLICT (session_id) DO UPDATE SET home = excluded.home, cwd = excluded.cwd,"
+                     " decided_at = excluded.decided_at, argv = coalesce(excluded.argv, places.argv)",
+                     [session_id, home, cwd, now_iso(), argv])
 
 
 class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
@@ -80,7 +85,7 @@ class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
         row = session.to_dict()
         self.conn.execute(f"INSERT INTO sessions ({', '.join(map(column, row))})"
                           f" VALUES ({', '.join('?' * len(row))})", list(row.values()))
-        _decide_place(self.conn, session.id, session.home, session.cwd)
+        _decide_place(self.conn, session.id, session.home, session.cwd, session.argv)
         return session
 
     def update_session(self, session_id: str, **values) -> None:

@@ -72,6 +72,12 @@ class LocalPlaces:
                                 [session_id]).fetchone()
         return (row[0], row[1]) if row else None
 
+    def own_argv(self, session_id: str) -> str | None:
+        """The args (JSON) the session was started with by dh on this machine; None for a
+        session from elsewhere (pulled, imported or adopted), whose argv is data."""
+        row = self.conn.execute("SELECT argv FROM places WHERE session_id = ?", [session_id]).fetchone()
+        return row[0] if row else None
+
     def mirrored_path(self, source_id: int) -> str | None:
         """The file this machine mirrored the source from (None: it never did)."""
         row = self.conn.execute("SELECT path FROM mirrored_paths WHERE source_id = ?",

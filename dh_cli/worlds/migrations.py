@@ -302,6 +302,14 @@ def m026_workspace_snapshots(db: Database) -> None:
                " files INTEGER, bytes INTEGER, skipped INTEGER, PRIMARY KEY (session_id, seq))")
 
 
+@migration
+def m040_places_argv(db: Database) -> None:
+    # The args the user ran the session with on THIS machine: the only argv a resume here
+    # replays as it is. A session's own `argv` column may come from a world (a pull
+    # overwrites it), and a world must not choose the harness's flags (issue 30).
+    db.execute("ALTER TABLE places ADD COLUMN argv TEXT")
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

@@ -252,6 +252,11 @@ class Wrapper:
 
     # launching and resuming (pure: argv in, argv out) --------------------------------------
     value_flags: frozenset[str] = frozenset()
+    variadic_flags: frozenset[str] = frozenset()  # commander's `<values...>`: see parse_argv
+    # the flags a session's argv may bring from another machine (travel.py): what shapes the
+    # reply (model, output format, the headless switch), never what the harness may do
+    travels: frozenset[str] = frozenset()
+    command_words: frozenset[str] = frozenset()  # a first word that says how it runs (`exec`)
 
     def is_headless(self, args: list[str]) -> bool:
         raise NotImplementedError

@@ -226,6 +226,9 @@ class ClaudeWrapper(Wrapper):
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
+    variadic_flags = VARIADIC_FLAGS
+    travels = frozenset({"-p", "--print", "--model", "--fallback-model", "--output-format",
+                         "--input-format", "--verbose", "--include-partial-messages"})
 
     def _split(self, args: list[str]) -> tuple[list[list[str]], list[str]]:
         return parse_argv(args, self.value_flags, VARIADIC_FLAGS)

@@ -214,6 +214,8 @@ class CodexWrapper(Wrapper):
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
+    travels = frozenset({"-m", "--model", "--json", "--color"})
+    command_words = frozenset(EXEC_WORDS | {"resume"})
 
     def _command(self, args: list[str]) -> tuple[int | None, list[str]]:
         """The index of the subcommand word (`exec`, `e` or `resume`; None for a plain

@@ -220,6 +220,8 @@ class OpenCodeWrapper(Wrapper):
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
+    travels = frozenset({"-m", "--model", "--format", "--variant"})
+    command_words = frozenset({"run"})
 
     def _run_index(self, args: list[str]) -> int | None:
         """The index of the `run` subcommand, when the first positional word is `run`."""

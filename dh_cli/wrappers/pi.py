@@ -151,6 +151,7 @@ class PiWrapper(Wrapper):
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
+    travels = frozenset({"-p", "--print", "--mode", "--provider", "--model", "--thinking"})
 
     def is_headless(self, args: list[str]) -> bool:
         groups, _ = parse_argv(args, self.value_flags)
