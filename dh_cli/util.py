@@ -108,6 +108,21 @@ def redact_url(text: str) -> str:
     return _URL_PASSWORD.sub(lambda m: m["pre"] + "***" + m["at"], text)
 
 
+def without_password(url: str) -> str:
+    """The URL (or libpq `key=value` string) with its password left out, to be kept where
+    it may be read: libpq finds the password again in ~/.pgpass or $PGPASSWORD."""
+    if "://" not in url:
+        return re.sub(r"\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", "", url).strip()
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
 _SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
                           r"(?P<sep>=|\s+)(?P<value>[^\s*]\S*)", re.I)
 _SECRET_ASSIGN = re.compile(r"\b(?P<name>[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*)"

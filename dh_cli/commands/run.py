@@ -110,7 +110,11 @@ def resume_command(
     lease = None
     from ..worlds.live_world import resume_world  # --world, else the configured world
 
-    world_name = resume_world(world_name)
+    asked, world_name = world_name, resume_world(world_name)
+    if asked is None:  # a returning machine asks the world the session replicated to first
+        world_name, url = _returning(world, session, world_name, url)
+    elif asked == "local":
+        _forked(world, session)
     if world_name:  # held in the world for the whole resume: one machine at a time
         from ..worlds.takeover import before_resume
 
@@ -135,6 +139,29 @@ def resume_command(
             from ..worlds.takeover import end_hold
 
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
+
+
+def _returning(world, ref: str, world_name, url):
+    from ..config import load as load_config
+    from ..worlds.returning import check_not_gone_on, returning_world
+
+    world_name, url = returning_world(world, ref, world_name, url, load_config().settings.postgres_url)
+    if world_name:
+        check_not_gone_on(world, world_name, url, ref)
+    return world_name, url
+
+
+def _forked(world, ref: str) -> None:
+    """`--world local` on a session that replicated to a world: said, and the session
+    follows that world no more (a later plain resume does not ask it)."""
+    from ..worlds.returning import session_here
+
+    session = session_here(world, ref)
+    remembered = world.remembered_world(session.id) if session else None
+    if remembered:
+        output.note(f"dh: session {session.id} replicated to the world {remembered[0]}; resuming "
+                    "this machine's copy alone, as a fork the world does not follow")
+        world.forget_world(session.id)
 
 
 def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,

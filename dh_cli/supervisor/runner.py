@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import events
 from ..errors import LogDbError
 from ..models import Session
-from ..util import scrub
+from ..util import scrub, without_password
 from ..wrappers.base import Wrapper
 from ..worlds.log import Log
 from . import states
@@ -98,11 +98,18 @@ class Supervisor:
         finally:
             self.procs.dismiss_guardian(self.guardian)
 
+    def _remember_world(self, link) -> None:
+        """A later plain `dh resume` asks this world first (worlds/returning.py)."""
+        remember = getattr(self.world, "remember_world", None)
+        if remember is not None:
+            remember(self.session.id, getattr(link, "world_name", "postgres"), without_password(link.url))
+
     def _run(self, argv: list[str]) -> int:
         self.procs.become_subreaper()
         self.wake_fd, untrap = self.procs.trap(FORWARDED, self._on_signal)
         try:
             if self.opts.link:
+                self._remember_world(self.opts.link)
                 self.opts.link.attach(self.world.path, self.session.id)
             return self._loop(argv)
         finally:

@@ -11,6 +11,7 @@ from dataclasses import fields
 
 from ..errors import LogDbError, SessionNotFound, UsageError
 from ..models import Session
+from ..util import now_iso
 
 MAX_REF = 256  # longer than any dh id or harness id: refused before it reaches SQL's LIKE
 
@@ -54,7 +55,7 @@ class LocalPlaces:
             removed = conn.execute(f"DELETE FROM records WHERE source_id IN ({sources})",
                                    [session_id]).rowcount
             conn.execute(f"DELETE FROM mirrored_paths WHERE source_id IN ({sources})", [session_id])
-            for table in ("sources", "events", "places"):
+            for table in ("sources", "events", "places", "session_worlds"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
         return removed
@@ -77,6 +78,22 @@ class LocalPlaces:
         session from elsewhere (pulled, imported or adopted), whose argv is data."""
         row = self.conn.execute("SELECT argv FROM places WHERE session_id = ?", [session_id]).fetchone()
         return row[0] if row else None
+
+    def remember_world(self, session_id: str, world: str, url: str | None) -> None:
+        """The session replicates to this world (url: without its password)."""
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO session_worlds VALUES (?, ?, ?, ?)",
+                         [session_id, world, url, now_iso()])
+
+    def remembered_world(self, session_id: str) -> tuple[str, str | None] | None:
+        """(world, url without password) the session replicated to from here, or None."""
+        row = self.conn.execute("SELECT world, url FROM session_worlds WHERE session_id = ?",
+                                [session_id]).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def forget_world(self, session_id: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM session_worlds WHERE session_id = ?", [session_id])
 
     def mirrored_path(self, source_id: int) -> str | None:
         """The file this machine mirrored the source from (None: it never did)."""

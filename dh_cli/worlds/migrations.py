@@ -310,6 +310,15 @@ def m040_places_argv(db: Database) -> None:
     db.execute("ALTER TABLE places ADD COLUMN argv TEXT")
 
 
+@migration
+def m041_session_worlds(db: Database) -> None:
+    # The shared world a session replicated to from this machine, with its URL minus the
+    # password: a plain `dh resume` of it asks that world first, so a machine that comes
+    # back after a takeover never runs the turn again (issue 30). Local only, like places.
+    db.execute("CREATE TABLE session_worlds (session_id TEXT PRIMARY KEY, world TEXT NOT NULL,"
+               " url TEXT, at TEXT NOT NULL)")
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

@@ -33,6 +33,7 @@ import psycopg
 from ..errors import WorldError
 from ..paths import dh_home
 from .fencing import LEASE_CHANNEL
+from .locks import SAFE_ID
 from .live_world import HAND_BACK
 from .takeover import Claim, _execute, claim, steal
 
@@ -131,12 +132,16 @@ class Worker:
         folder = dh_home() / "worker"
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / f"{got.session_id}.log", "ab")
-        argv = [sys.executable, "-m", "dh_cli", "resume", got.session_id, "--world", "postgres",
-                "--url", self.opts.url, "--lease-epoch", str(got.epoch),
-                "--lease-ttl", str(self.opts.ttl_s), *self.opts.extra_args]
+        argv = [sys.executable, "-m", "dh_cli", "resume", "--world", "postgres",
+                "--lease-epoch", str(got.epoch), "--lease-ttl", str(self.opts.ttl_s),
+                *self.opts.extra_args]
         if got.restore:  # the child creates the cwd with the snapshot's files, then resumes
             argv += ["--cwd", got.cwd, "--workspace", "restore"]
-        child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd,
+        argv += ["--", got.session_id]  # checked by refusal(); never read as an option
+        # the URL holds the password: every local user reads a command line (ps), only this
+        # user a process's environment
+        env = {**os.environ, "DH_POSTGRES_URL": self.opts.url}
+        child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd, env=env,
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
         log.close()
@@ -208,6 +213,8 @@ class Worker:
 def refusal(world, candidate: Claim) -> str | None:
     """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
     then says whether its cwd is to be restored first)."""
+    if not SAFE_ID.fullmatch(candidate.session_id or ""):  # it names a file and an argv word here
+        return f"its session id {candidate.session_id[:80]!r} is not a dh session id"
     cwd = candidate.cwd
     if not cwd or not os.path.isabs(cwd) or os.path.normpath(cwd) != cwd:
         return f"its working directory {cwd!r} is not a plain absolute path"

@@ -8,7 +8,9 @@ stalled (once what the test relies on is logged and in the world: Claude Code ca
 next request before it writes the rows of the step before it). Then:
 - B claims the session within TTL + 3 s and the turn completes on B; every completed reply
   was requested exactly once, every tool step ran once;
-- A's `dh resume S` (no --world: its configured world is postgres) refuses, naming B;
+- A's `dh resume S` (no --world: its configured world is postgres) refuses, naming B; once B
+  finished, A's plain `dh resume S` with no world configured asks the world the session
+  replicated to, launches nothing and says where the session went;
 - the world holds every record either machine wrote, and `dh log rebuild` from the world
   gives the native bytes B has;
 - with A's checkout and harness home deleted (Claude Code), B's worker restores the files of
@@ -162,6 +164,16 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
 
         wait(lambda: state_in_world(pg_url, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
         shown = stop_worker(b, worker)
+
+        # A comes back once B finished: its plain resume, no world in its config, asks the
+        # world the session replicated to, launches nothing and says where the session went
+        del a.env["DH_WORLD"]
+        asked, launches = len(server.main_requests()), launched_count(a, sid)
+        back = a.dh("resume", sid)
+        assert back.returncode == 4, back.stderr.decode()
+        assert f"session {sid} was taken over by ".encode() in back.stderr, back.stderr.decode()
+        assert b"finished there; `dh world pull` to see it" in back.stderr, back.stderr.decode()
+        assert (len(server.main_requests()), launched_count(a, sid)) == (asked, launches)
     finally:
         server.stop()
     assert f"took over session {sid} from" in shown, shown
@@ -175,6 +187,10 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         assert set(raws) <= {r for rs in in_world.values() for r in rs}, relpath
     assert any(b"All done." in r for rs in in_world.values() for r in rs)
     check_rebuild_from_the_world(tmp_path, server, installed, pg_url, b, sid)
+
+
+def launched_count(rig: Rig, sid: str) -> int:
+    return sum(e.type == "launched" for e in rig.world().events(sid))
 
 
 def check_rebuild_from_the_world(tmp_path, server, installed, url: str, b: Rig, sid: str) -> None:
