@@ -60,6 +60,7 @@ class Workspace:
     enabled: bool = True
     max_file_size: Annotated[int, Ge(0)] = 10 * 1024 * 1024  # bytes; larger files are listed only
     max_files: Annotated[int, Ge(1)] = 100_000  # a cwd with more files is not snapshotted
+    max_restore_size: Annotated[int, Ge(0)] = 4 * 1024 ** 3  # bytes one restore may write
     secret_patterns: list[str] = field(default_factory=_default_secrets)
 
 
@@ -148,6 +149,8 @@ PROCESS_ENV = [
     ("DH_PARSE_POOL_MB", "An import parses a file with at least this many megabytes left to read "
                          "in a second process. Default: 32, and then only while a core is spare; "
                          "set, it always does."),
+    ("DH_MAX_RECORD_MB", "The most one record from a log or a world may decode to, in "
+                         "megabytes; a larger one is refused before it is expanded. Default: 256."),
     ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
     ("DH_DISABLE", "Set to 1 and a dh shim runs the real harness directly, without dh."),
     ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),

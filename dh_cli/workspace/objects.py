@@ -75,9 +75,34 @@ def encode(data: bytes) -> tuple[bytes, int]:
     return (packed, DEFLATE) if len(packed) < len(data) * 0.9 else (data, RAW)
 
 
-def decode(data: bytes, codec: int) -> bytes:
+# The most one object may decode to: a world chose the bytes, and a 1 MB deflate stream
+# inflates to 1 GiB. Far above a stored file (workspace.max_file_size, 10 MiB by default) and
+# a tree of 100,000 entries (~6 MiB).
+MAX_OBJECT = 256 * 1024 * 1024
+
+
+class BadObject(ValueError):
+    """An object whose bytes are not what its name says, or that decodes past the cap."""
+
+
+def decode(data: bytes, codec: int, cap: int = MAX_OBJECT) -> bytes:
     if codec == RAW:
-        return bytes(data)
-    if codec == DEFLATE:
-        return zlib.decompress(data)
-    raise ValueError(f"unknown object codec {codec}")
+        out = bytes(data)
+    elif codec == DEFLATE:
+        inflater = zlib.decompressobj()
+        out = inflater.decompress(data, cap + 1)
+    else:
+        raise BadObject(f"unknown object codec {codec}")
+    if len(out) > cap:
+        raise BadObject(f"it decodes to more than {cap} bytes")
+    return out
+
+
+def verified(digest: str, kind: str, data: bytes) -> bytes:
+    """The object's bytes, refused unless their hash is its name: an object pulled under
+    the hash of common contents (an empty file) must never stand for the user's files."""
+    if kind not in (BLOB, TREE):
+        raise BadObject(f"unknown object kind {kind!r}")
+    if (tree_hash(data) if kind == TREE else blob_hash(data)) != digest:
+        raise BadObject("its content does not match its hash")
+    return data

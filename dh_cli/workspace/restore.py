@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..confine import Refused, checked_relpath, inside, under
 from ..errors import UsageError
-from .objects import DIR, LINK, TreeEntry, blob_hash, parse_tree
+from .objects import DIR, FILE, LINK, TreeEntry, blob_hash, parse_tree
 from .scan import Rules, list_cwd, git_dirs
 from .store import Snapshot, store_for
 
@@ -79,20 +80,45 @@ def before_turn(world, session_id: str, turn: int) -> Snapshot | None:
 
 
 # listings ------------------------------------------------------------------------------------
-def flat_tree(world, root: str) -> Flat:
-    """Every file of the tree `root`, by checked relative path."""
-    store, out, stack = store_for(world), {}, [("", root)]
+def flat_tree(world, root: str, max_files: int | None = None) -> Flat:
+    """Every file of the tree `root`, by checked relative path. A tree that holds one of its
+    own ancestors is refused (it would list forever), and so is a listing past max_files
+    (default: the config's workspace.max_files): a few trees each naming one subtree many
+    times would expand to more files than any snapshot lists."""
+    cap = max_files if max_files is not None else _settings().max_files
+    store, out, stack, listed = store_for(world), {}, [("", root, frozenset())], 0
     while stack:
-        prefix, digest = stack.pop()
-        for entry in parse_tree(store.get(digest)):
+        prefix, digest, above = stack.pop()
+        if digest in above:
+            raise UnsafePath(f"refusing the workspace tree {digest[:12]}: it holds itself")
+        for entry in _entries(store.get(digest), digest):
+            listed += 1
+            if listed > cap:
+                raise UnsafePath(f"refusing the snapshot: it lists more than {cap} entries "
+                                 "(workspace.max_files)")
             if "/" in entry.name:
                 raise UnsafePath(f"refusing a workspace path from the log: {prefix + entry.name!r}")
             path = checked_path(f"{prefix}{entry.name}")
             if entry.kind == DIR:
-                stack.append((path + "/", entry.hash))
-            else:
+                stack.append((path + "/", entry.hash, above | {digest}))
+            elif entry.kind in (FILE, LINK):
                 out[path] = entry
+            else:
+                raise UnsafePath(f"refusing a workspace entry of kind {entry.kind!r}: {path!r}")
     return out
+
+
+def _entries(data: bytes, digest: str) -> list[TreeEntry]:
+    try:
+        return parse_tree(data)
+    except (ValueError, struct.error, UnicodeError) as exc:
+        raise UnsafePath(f"refusing the workspace tree {digest[:12]}: {exc}") from None
+
+
+def _settings():
+    from ..config import load
+
+    return load().settings.workspace
 
 
 def flat_dir(cwd: str, rules: Rules) -> Flat:
@@ -136,29 +162,69 @@ def checked_path(path: str) -> str:
     return path
 
 
-def restore_into(world, snap: Snapshot, target: str, only: set[str] | None = None) -> Restored:
+def restore_into(world, snap: Snapshot, target: str, only: set[str] | None = None,
+                 max_bytes: int | None = None) -> Restored:
     """Write the snapshot's files under `target` (created if missing); files already equal
-    are left alone, files the snapshot lacks are kept and listed in `extra`."""
+    are left alone, files the snapshot lacks are kept and listed in `extra`. Plain files
+    only: modes without setuid, setgid or sticky bits, symlinks that stay in the target,
+    every file's bytes checked against its hash and its listed size, and no more than
+    max_bytes in all (default: the config's workspace.max_restore_size)."""
     os.makedirs(target, exist_ok=True)
     target = os.path.realpath(target)
     files, store = flat_tree(world, snap.root), store_for(world)
     current = flat_dir(target, Rules(max_size=1 << 62, secrets=()))
     result = Restored(snap, target, extra=sorted(p for p in current if p not in files))
     _check_folders(target, files)  # refused before anything is written
+    todo = []
     for path, entry in sorted(files.items()):
         if entry.note or entry.hash is None:
             result.not_stored.append((path, entry.note or "unreadable"))
         elif only is not None and path not in only or _same(current.get(path), entry):
             result.unchanged += 1
         else:
-            _write(target, path, entry, store.get(entry.hash))
-            result.written.append(path)
+            _check_link(store, target, path, entry)
+            todo.append((path, entry))
+    _check_total(todo, max_bytes if max_bytes is not None else _settings().max_restore_size)
+    for path, entry in todo:
+        _write(target, path, entry, _content_of(store, path, entry))
+        result.written.append(path)
     return result
+
+
+def _check_total(todo: list, cap: int) -> None:
+    total = sum(entry.size for _, entry in todo)  # each size is checked against its bytes
+    if total > cap:
+        raise UnsafePath(f"refusing the snapshot: it would write {total} bytes, more than "
+                         f"{cap} (workspace.max_restore_size)")
+
+
+def _content_of(store, path: str, entry: TreeEntry) -> bytes:
+    data = store.get(entry.hash)  # its hash checked (store.py)
+    if len(data) != entry.size:
+        raise UnsafePath(f"refusing {path!r}: the snapshot lists {entry.size} bytes, its "
+                         f"content has {len(data)}")
+    return data
+
+
+def _check_link(store, target: str, path: str, entry: TreeEntry) -> None:
+    """A symlink is restored only when its text, read from the folder it sits in, stays in
+    target: never absolute, never out through `..`."""
+    if entry.kind != LINK:
+        return
+    text = os.fsdecode(_content_of(store, path, entry))
+    folder = os.path.dirname(os.path.join(target, path))
+    if "\0" in text or os.path.isabs(text) or not _within(os.path.join(folder, text), target):
+        raise UnsafePath(f"refusing the symlink {path!r} -> {text!r}: it leaves {target}")
+
+
+def _within(path: str, root: str) -> bool:
+    normal = os.path.normpath(path)
+    return normal == root or normal.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _same(have: TreeEntry | None, want: TreeEntry) -> bool:
     return have is not None and have.kind == want.kind and have.hash == want.hash and (
-        want.kind == LINK or have.mode == want.mode)
+        want.kind == LINK or have.mode == want.mode & 0o777)
 
 
 def _write(target: str, path: str, entry: TreeEntry, data: bytes) -> None:
@@ -171,7 +237,7 @@ def _write(target: str, path: str, entry: TreeEntry, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".dh-restore-", dir=folder)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, entry.mode & 0o7777)
+        os.chmod(tmp, entry.mode & 0o777)  # never setuid, setgid or sticky
     final = os.path.join(folder, name)
     if os.path.isdir(final) and not os.path.islink(final):
         os.unlink(tmp)

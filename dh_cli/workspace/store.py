@@ -4,10 +4,11 @@ same methods, so the snapshotter, restore and sync never care which one they hol
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import NativeStateError
-from .objects import decode
+from .objects import BadObject, decode, verified
 
 SNAPSHOT_COLUMNS = ["session_id", "seq", "at", "turn", "step", "reason", "root", "head",
                     "branch", "files", "bytes", "skipped"]
@@ -37,6 +38,18 @@ class Snapshot:
 
 class MissingObject(NativeStateError):
     pass
+
+
+class DamagedObject(NativeStateError):
+    hint = "the snapshot is damaged or was not written by dh: restore another one"
+
+
+def checked_object(digest: str, kind: str, codec: int, data: bytes) -> bytes:
+    """The decoded object, its hash checked (every read, every pull)."""
+    try:
+        return verified(digest, kind, decode(bytes(data), codec))
+    except (BadObject, zlib.error) as exc:
+        raise DamagedObject(f"refusing the workspace object {digest[:12]}: {exc}") from None
 
 
 def store_for(world):
@@ -94,12 +107,12 @@ class SqliteStore:
         return out
 
     def get(self, digest: str) -> bytes:
-        row = self.world.conn.execute("SELECT codec, data FROM ws_objects WHERE hash = ?",
+        row = self.world.conn.execute("SELECT kind, codec, data FROM ws_objects WHERE hash = ?",
                                       [digest]).fetchone()
         if row is None:
             raise MissingObject(f"the workspace object {digest[:12]} is not in the log",
                                 hint="pull the session again: dh world pull postgres SESSION")
-        return decode(row[1], row[0])
+        return checked_object(digest, *row)
 
 
 class PgStore:
@@ -137,7 +150,7 @@ class PgStore:
         rows = self.rows([digest])
         if not rows:
             raise MissingObject(f"the workspace object {digest[:12]} is not in the world")
-        return decode(rows[0][4], rows[0][3])
+        return checked_object(digest, rows[0][1], rows[0][3], rows[0][4])
 
 
 assert [f.name for f in fields(Snapshot)] == SNAPSHOT_COLUMNS

@@ -9,7 +9,7 @@ copy leaves only objects, which the next run finds and skips."""
 from __future__ import annotations
 
 from .objects import DIR, parse_tree
-from .store import store_for
+from .store import checked_object, store_for
 
 CHUNK_BYTES = 8 * 1024 * 1024  # objects per transaction, by stored size
 
@@ -50,6 +50,7 @@ def _send(give, have, hashes: list[str], snap) -> None:
     batch, size = [], 0
     for i in range(0, len(hashes), 200):
         for row in give.rows(hashes[i:i + 200]):
+            checked_object(row[0], row[1], row[3], row[4])  # a mismatch never enters the store
             batch.append(row)
             size += len(row[4])
             if size >= CHUNK_BYTES:

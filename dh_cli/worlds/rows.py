@@ -5,6 +5,7 @@ nothing in this module opens a database."""
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import fields
 
@@ -69,16 +70,32 @@ def encode_raw(raw: bytes) -> tuple[bytes, int]:
     return (packed, LZ4) if len(packed) < len(raw) else (raw, 0)
 
 
+def max_record() -> int:
+    """The most one record may decode to (DH_MAX_RECORD_MB, default 256): a world chose the
+    bytes, and a small LZ4 block may declare, and expand to, a gigabyte."""
+    try:
+        return max(1, int(os.environ.get("DH_MAX_RECORD_MB") or 256)) * 1024 * 1024
+    except ValueError:
+        return 256 * 1024 * 1024
+
+
 def decode_raw(data: bytes | str, codec: int | None) -> bytes:
-    """A record's native bytes. An unknown codec or damaged compressed bytes (a row from a
-    world) is one LogDbError, never bytes handed back as if they were native."""
+    """A record's native bytes. An unknown codec, damaged compressed bytes or a record past
+    max_record() (a row from a world) is one LogDbError, never bytes handed back as if they
+    were native; an LZ4 block is refused on the size it declares, before it is expanded."""
     if isinstance(data, str):  # read from `raw` itself (a JSON line, stored as text)
         return data.encode("utf-8")
     try:
         if codec == LZ4:
+            _check_size(int.from_bytes(bytes(data[:4]), "little"))
             return lz4.block.decompress(data)
         if codec == DEFLATE:
-            return zlib.decompress(data, _WBITS)
+            inflater = zlib.decompressobj(_WBITS)
+            out = inflater.decompress(data, max_record() + 1)
+            _check_size(len(out))
+            if not inflater.eof:
+                raise zlib.error("the compressed stream is cut short")
+            return out
     except (lz4.block.LZ4BlockError, zlib.error, ValueError) as exc:
         raise LogDbError(f"a record's compressed bytes are damaged (codec {codec}: {exc})",
                          hint="pull the session again from a good copy, or `dh log rm` it") from None
@@ -86,6 +103,13 @@ def decode_raw(data: bytes | str, codec: int | None) -> bytes:
         raise LogDbError(f"a record is stored with codec {codec!r}, which this dh does not know",
                          hint="upgrade dh, or `dh log rm` the session")
     return bytes(data)
+
+
+def _check_size(size: int) -> None:
+    if size > max_record():
+        raise LogDbError(f"a record would decode to {size} bytes, more than the "
+                         f"{max_record() // (1024 * 1024)} MB one record may hold (DH_MAX_RECORD_MB)",
+                         hint="the session is damaged or was not written by dh: `dh log rm` it")
 
 
 def record_row(record: Record | tuple) -> tuple:
