@@ -34,16 +34,37 @@ def is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def print_json(data) -> None:
+def shown(value, show_secrets: bool = False):
+    """Every string in value as dh shows what a transcript or a world holds (redact.py):
+    credentials masked, and on a terminal control characters made visible."""
+    from .redact import clean
+
+    return clean(value, show_secrets, is_terminal())
+
+
+def print_json(data, cleaned: bool = False) -> None:
+    """data as JSON, shown() first unless the caller cleaned it (`--show-secrets`)."""
+    data = data if cleaned else shown(data)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
 
 def error_line(message: str, hint: str | None = None) -> None:
+    from .redact import clean
+
     text = f"Error: {message}"
     if hint:
         text += f" (hint: {hint})"
-    console("err").print(text, markup=False, highlight=False)
+    # it may name what a world or a transcript holds (a holder's host, a refusal's reason)
+    console("err").print(clean(text, False, True), markup=False, highlight=False)
+
+
+def note_shown(message: str) -> None:
+    """A line that holds values from a world or a transcript (the worker's): shown() always,
+    terminal or not (a log file is read on a terminal later)."""
+    from .redact import clean
+
+    note(clean(message, False, True))
 
 
 def note(message: str) -> None:
@@ -54,13 +75,15 @@ def note(message: str) -> None:
 
 
 def table(title: str | None, columns: list[str], rows: list[list]) -> None:
+    """Cells are shown() and never read as Rich markup: a world or a transcript wrote them."""
     from rich.table import Table
+    from rich.text import Text
 
     grid = Table(title=title, show_lines=False, header_style="bold")
     for column in columns:
         grid.add_column(column, overflow="fold")
     for row in rows:
-        grid.add_row(*["" if v is None else str(v) for v in row])
+        grid.add_row(*[Text(shown("" if v is None else str(v))) for v in row])
     console("out").print(grid)
 
 

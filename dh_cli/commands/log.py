@@ -74,7 +74,7 @@ def log_list(
     sessions = clean(liveness.mark(list_sessions(world, wanted), world.path), show_secrets,
                      output.is_terminal())
     if json_:
-        output.print_json(sessions)
+        output.print_json(sessions, cleaned=True)
     else:
         import shutil
 
@@ -105,7 +105,10 @@ def log_search(
         output.print_json([h.to_dict() for h in hits])
         return
     import shutil
+    from dataclasses import replace
 
+    hits = [replace(h, **output.shown({k: v for k, v in vars(h).items() if isinstance(v, str)}))
+            for h in hits]
     render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
 
 
@@ -198,7 +201,8 @@ def log_docs(
     if json_:
         output.print_json({kind: doc.model_dump() for kind, doc in docs.items()})
     else:
-        print_documents(docs)
+        print_documents({kind: type(doc).model_validate(output.shown(doc.model_dump()))
+                         for kind, doc in docs.items()})
 
 
 @app.command("export")

@@ -36,4 +36,7 @@ def print_status(status: Status) -> None:
 
 
 def status_command() -> None:
-    print_status(gather(paths.db_path()))
+    status = gather(paths.db_path())
+    for name in ("running", "elsewhere", "interrupted", "recent"):  # rows from transcripts, worlds
+        setattr(status, name, output.shown(getattr(status, name)))
+    print_status(status)

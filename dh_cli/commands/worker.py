@@ -40,5 +40,5 @@ def worker_command(
     if ttl <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
     opts = WorkerOptions(resolve_url(url or settings.postgres_url), names, max_sessions, ttl,
-                         output.note)
+                         output.note_shown)  # its lines name hosts, cwds and reasons from the world
     raise typer.Exit(Worker(opts).run())
