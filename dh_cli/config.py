@@ -151,6 +151,8 @@ PROCESS_ENV = [
                          "set, it always does."),
     ("DH_MAX_RECORD_MB", "The most one record from a log or a world may decode to, in "
                          "megabytes; a larger one is refused before it is expanded. Default: 256."),
+    ("DH_WORKER_USER", "The user `dh worker` runs harnesses as (its --user); required when the "
+                       "worker runs as root."),
     ("DH_RAISE_ERRORS", "Set to 1 to see the Python traceback of an unexpected error."),
     ("DH_DISABLE", "Set to 1 and a dh shim runs the real harness directly, without dh."),
     ("NO_COLOR", "Set to anything to turn colour off (colour is only used on a terminal anyway)."),

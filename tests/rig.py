@@ -4,6 +4,7 @@ PATH (or real ones, for the end-to-end suite), and a private DH_HOME."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -70,7 +71,7 @@ class Rig:
             XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
             XDG_STATE_HOME=str(home / ".local/state"), XDG_CACHE_HOME=str(home / ".cache"),
             OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
-            DH_RAISE_ERRORS="1")
+            DH_RAISE_ERRORS="1", DH_WORKER_USER=getpass.getuser())  # a root worker must be told
         if self.bin_dir is None:
             self.bin_dir = self.tmp / "bin"
             install_fake_harnesses(self.bin_dir)

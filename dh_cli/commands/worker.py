@@ -16,12 +16,16 @@ def worker_command(
     harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only take over sessions of this harness (repeatable)")] = None,
     max_sessions: Annotated[int, typer.Option("--max-sessions", min=1, help="Sessions resumed here at once")] = 4,
     lease_ttl: Annotated[Optional[float], typer.Option("--lease-ttl", help="TTL of the leases it takes (default 15, or the config's lease_ttl)")] = None,
+    root: Annotated[Optional[list[str]], typer.Option("--root", help="Run sessions only under this folder (repeatable), or in a cwd they were started in on this machine")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", envvar="DH_WORKER_USER", help="The user to run harnesses as (required when the worker runs as root)")] = None,
 ) -> None:
     """Take over sessions whose machine died mid-turn: claim, pull, repair, resume here.
 
     Sessions are resumed in their working directory when it exists on this machine (else
     refused, the reason kept in the world), under this machine's harness homes, with their
-    lease held and replicated live. Ctrl-C or SIGTERM hands them back to the world.
+    lease held and replicated live; never in `/` or a system folder, and with --root only
+    under those folders. As root it runs harnesses as --user. Ctrl-C or SIGTERM hands them
+    back to the world.
 
     Example:
       $ dh worker --world postgres --url postgresql://dh@db.internal/dh
@@ -39,6 +43,9 @@ def worker_command(
     ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
     if ttl <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
+    from ..worlds.worker_place import run_as
+
     opts = WorkerOptions(resolve_url(url or settings.postgres_url), names, max_sessions, ttl,
-                         output.note_shown)  # its lines name hosts, cwds and reasons from the world
+                         output.note_shown,  # its lines name hosts, cwds and reasons from the world
+                         run_as=run_as(user, root))
     raise typer.Exit(Worker(opts).run())

@@ -34,6 +34,7 @@ from ..errors import WorldError
 from ..paths import dh_home
 from .fencing import LEASE_CHANNEL
 from .locks import SAFE_ID
+from .worker_place import RunAs, current_user, place_refusal
 from .live_world import HAND_BACK
 from .takeover import Claim, _execute, claim, steal
 
@@ -52,6 +53,7 @@ class WorkerOptions:
     ttl_s: float = 15.0
     notice: object = print
     extra_args: list[str] = field(default_factory=list)  # passed to each `dh resume`
+    run_as: RunAs | None = None  # the user the children run as, the roots (worker_place.py)
 
 
 class Worker:
@@ -123,7 +125,7 @@ class Worker:
     def _claim_all(self, world) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
-                        lambda candidate: refusal(world, candidate))
+                        lambda candidate: refusal(world, candidate, self.opts.run_as))
             if got is None:
                 return
             self._start(got)
@@ -141,7 +143,12 @@ class Worker:
         # the URL holds the password: every local user reads a command line (ps), only this
         # user a process's environment
         env = {**os.environ, "DH_POSTGRES_URL": self.opts.url}
+        who = self.opts.run_as
+        if who is not None and who.switching:  # that user's own homes and log, not ours
+            env = {k: v for k, v in env.items() if not k.startswith(("DH_HOME", "XDG_"))}
+            env.update(HOME=who.home, USER=who.name, LOGNAME=who.name)
         child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd, env=env,
+                                 **(who.popen_args() if who is not None else {}),
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
         log.close()
@@ -210,7 +217,7 @@ class Worker:
         self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
 
 
-def refusal(world, candidate: Claim) -> str | None:
+def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
     """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
     then says whether its cwd is to be restored first)."""
     if not SAFE_ID.fullmatch(candidate.session_id or ""):  # it names a file and an argv word here
@@ -218,12 +225,15 @@ def refusal(world, candidate: Claim) -> str | None:
     cwd = candidate.cwd
     if not cwd or not os.path.isabs(cwd) or os.path.normpath(cwd) != cwd:
         return f"its working directory {cwd!r} is not a plain absolute path"
+    who = who or current_user()
+    if reason := place_refusal(cwd, who, _started_here(candidate.session_id, cwd)):
+        return reason
     if os.path.isdir(cwd):
-        return _not_mine(cwd, "its working directory")
+        return _not_mine(cwd, "its working directory", who.uid)
     parent = _nearest_existing(cwd)
     if not os.path.isdir(parent) or os.path.realpath(parent) != parent:
         return f"its working directory {cwd} does not exist on this machine (nor a folder to create it in)"
-    if reason := _not_mine(parent, f"the folder {cwd} would be restored in,"):
+    if reason := _not_mine(parent, f"the folder {cwd} would be restored in,", who.uid):
         return reason
     from ..workspace.store import store_for
 
@@ -234,10 +244,25 @@ def refusal(world, candidate: Claim) -> str | None:
     return None
 
 
-def _not_mine(path: str, what: str) -> str | None:
-    if Path(path).stat().st_uid != os.getuid():
+def _not_mine(path: str, what: str, uid: int) -> str | None:
+    if Path(path).stat().st_uid != uid:
         return f"{what} {path} is not this user's on this machine"
     return None
+
+
+def _started_here(session_id: str, cwd: str) -> bool:
+    """The session was started (or adopted) in cwd on this machine, by this user's dh."""
+    from .local import LocalWorld
+
+    try:
+        world = LocalWorld(create=False)
+    except Exception:  # noqa: BLE001 - no log here (or unreadable): not started here
+        return False
+    try:
+        place = world.place(session_id)
+        return place is not None and place[1] == cwd
+    finally:
+        world.close()
 
 
 def _nearest_existing(path: str) -> str:
