@@ -25,6 +25,7 @@ LOCAL_ONLY = {
     "_sqlite_migrations": "sqlite-utils' list of applied migrations (PostgreSQL's: dh.migrations)",
     "places": "where a session lives on THIS machine (local_places.py): never pushed",
     "mirrored_paths": "which file THIS machine's mirror read (local_places.py): never pushed",
+    "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
     "attempts": "a view for `dh log schema` queries over the local log",
     "model_calls": "a view for `dh log schema` queries over the local log",
@@ -38,6 +39,7 @@ WORLD_ONLY = {
     "migrations": "the world's list of applied migrations (SQLite's: _sqlite_migrations)",
     "leases": "one holder of a session across machines (lease.py, tenure.py): a shared-world thing",
     "settings": "the world's own settings (whether a push masks the records it sends)",
+    "takeovers": "every claim of a session by a worker (takeover.py's budget): a shared-world thing",
 }
 
 # Columns of a shared table that only one side has.

@@ -82,6 +82,12 @@ MIGRATIONS: list[tuple[str, str]] = [
             at text NOT NULL, turn integer, step text, reason text NOT NULL, root text NOT NULL,
             head text, branch text, files integer, bytes bigint, skipped integer,
             PRIMARY KEY (session_id, seq))"""),
+    # Every claim of a session by a worker (issue 30): a session whose resume keeps failing
+    # was claimed again every TTL, forever; past a budget it is FATAL for everyone.
+    ("m040_takeovers", """
+        CREATE TABLE dh.takeovers (session_id text NOT NULL, at timestamptz NOT NULL DEFAULT now(),
+            host text NOT NULL);
+        CREATE INDEX takeovers_session ON dh.takeovers (session_id, at)"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.

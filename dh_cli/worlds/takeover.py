@@ -43,9 +43,17 @@ class Claim:
     restore: bool = False  # its cwd is missing here: restored from its workspace snapshot first
 
 
+# takeovers of one session within the window before it is FATAL for everyone (a resume
+# that keeps failing was claimed again every TTL: 14 launches in 40 s)
+TAKEOVER_BUDGET, TAKEOVER_WINDOW_S = 3, 600
+PASS = "pass"  # accept()'s answer for a session this worker leaves to another (its own problem)
+
+
 def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None) -> Claim | None:
     """One orphaned session, now this process's (None: there is none). `accept(candidate)`
-    returns None to take it or the reason to refuse it (kept in the world, never claimed)."""
+    returns None to take it, PASS to leave it to another worker, or the reason to refuse it
+    (kept in the world, never claimed). A session taken over TAKEOVER_BUDGET times within the
+    window is refused and FATAL instead, with the reason."""
     me = Holder.me()
     with world._errors(), world.conn.transaction():
         rows = world.conn.execute(_CANDIDATES, {"open": list(OPEN_STATES), "harnesses": harnesses,
@@ -53,14 +61,37 @@ def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None) 
         for sid, harness, cwd, host, epoch in rows:
             candidate = Claim(sid, harness, cwd, host, epoch, epoch + 1)
             reason = accept(candidate) if accept else None
+            if reason == PASS:
+                continue
             if reason:
                 world.conn.execute("UPDATE dh.leases SET refused = %s WHERE session_id = %s",
                                    [reason, sid])
                 continue
+            if _over_budget(world, sid, epoch):
+                continue
             world.conn.execute(_MOVE, {"sid": sid, "host": me.host, "boot": me.boot_id,
                                        "pid": me.pid, "ttl": max(1, round(ttl_s))})
+            world.conn.execute("INSERT INTO dh.takeovers (session_id, host) VALUES (%s, %s)",
+                               [sid, me.host])
             return candidate
     return None
+
+
+def _over_budget(world, sid: str, epoch: int) -> bool:
+    """Taken over too often lately: the lease refused and the session FATAL, with the reason
+    (the state written under the lease's current epoch, which the fence asks for)."""
+    taken = world.conn.execute(
+        "SELECT count(*) FROM dh.takeovers WHERE session_id = %s AND at > now() - make_interval(secs => %s)",
+        [sid, TAKEOVER_WINDOW_S]).fetchone()[0]
+    if taken < TAKEOVER_BUDGET:
+        return False
+    reason = (f"FATAL: taken over {taken} times in {TAKEOVER_WINDOW_S // 60} minutes, its resume "
+              "failing each time; `dh resume` it by hand to see why")
+    world.conn.execute("UPDATE dh.leases SET refused = %s WHERE session_id = %s", [reason, sid])
+    world.conn.execute("SELECT set_config('dh.fence', %s, true)", [f"{sid}:{epoch}"])
+    world.conn.execute("UPDATE dh.sessions SET state = 'fatal', updated_at = to_char(now() AT TIME ZONE"
+                       " 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') WHERE id = %s", [sid])
+    return True
 
 
 def steal(world, session_id: str, ttl_s: float, only_held: bool = False) -> int | None:
@@ -214,12 +245,14 @@ def end_hold(local, lease, session_id: str, failure: BaseException | None, claim
     next claim, so the lease is refused with the reason (kept from every worker, shown by
     `dh world status`, cleared by the next holder); a lost server, or a manual resume, lets the
     lease lapse now, so the session is claimable again."""
-    from ..errors import WorldError
+    from ..errors import HarnessNotFound, WorldError
 
     ship_now(local, lease, session_id)
     try:
         if failure is None or isinstance(failure, (KeyboardInterrupt, SessionLocked)):
             lease.release()
+        elif claimed and isinstance(failure, HarnessNotFound):
+            lease.let_go()  # this machine's problem: another worker may have the harness
         elif claimed and not isinstance(failure, WorldError):
             lease.let_go(refused=f"dh resume on {Holder.me().host} failed before the harness "
                                  f"started: {_reason(failure)}")

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import psycopg
 
-from ..errors import WorldError
+from ..errors import HarnessNotFound, WorldError
 from ..paths import dh_home
 from .fencing import LEASE_CHANNEL
 from .locks import SAFE_ID
 from .worker_place import RunAs, current_user, place_refusal
 from .live_world import HAND_BACK
-from .takeover import Claim, _execute, claim, steal
+from .takeover import PASS, Claim, _execute, claim, steal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
 # An orphan left unclaimed after a claim (its row locked for a moment by a write's fence
@@ -61,6 +61,7 @@ class Worker:
         self.opts = opts
         self.children: dict[str, tuple[subprocess.Popen, Claim]] = {}
         self.unadopted: dict[str, int] = {}  # claimed, the child has not taken the lease yet
+        self.passed: set[str] = set()  # sessions this machine cannot run (no harness): others may
         self.stopping = False
 
     def run(self) -> int:
@@ -125,10 +126,16 @@ class Worker:
     def _claim_all(self, world) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
-                        lambda candidate: refusal(world, candidate, self.opts.run_as))
+                        lambda candidate: PASS if self._not_for_me(candidate.session_id)
+                        else refusal(world, candidate, self.opts.run_as))
             if got is None:
                 return
             self._start(got)
+
+    def _not_for_me(self, sid: str) -> bool:
+        """A session this machine cannot run, or whose child (it let the lease go as it
+        failed) was not reaped yet: left to the other workers."""
+        return sid in self.passed or sid in self.children
 
     def _start(self, got: Claim) -> None:
         folder = dh_home() / "worker"
@@ -173,12 +180,15 @@ class Worker:
         for sid, (child, _) in list(self.children.items()):
             if child.poll() is not None:
                 del self.children[sid]
+                if child.returncode == HarnessNotFound.exit_code:
+                    self.passed.add(sid)
                 self.opts.notice(f"dh worker: session {sid} ended here (dh resume exited with "
                                  f"{child.returncode})")
 
     def _sleep(self, world, wake_r: int) -> None:
         timeout = _next_lapse(world)
-        if len(self.children) < self.opts.max_sessions and orphan_left(world, self.opts.harnesses):
+        if len(self.children) < self.opts.max_sessions and orphan_left(
+                world, self.opts.harnesses, self.passed | set(self.children)):
             timeout = min(timeout, RETRY)
         if self.unadopted:
             timeout = min(timeout, self.opts.ttl_s / 3)
@@ -271,14 +281,15 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def orphan_left(world, harnesses: list[str] | None) -> bool:
+def orphan_left(world, harnesses: list[str] | None, passed=()) -> bool:
+    """An orphan this worker may claim (not one it passed on: its harness is missing here)."""
     from .takeover import OPEN_STATES, _EXPIRED
 
     return bool(world._rows(
         f"SELECT 1 FROM dh.leases l JOIN dh.sessions s ON s.id = l.session_id WHERE {_EXPIRED}"
         " AND l.released_at IS NULL AND l.refused IS NULL AND s.state = ANY(%s)"
-        " AND (%s::text[] IS NULL OR s.harness = ANY(%s)) LIMIT 1",
-        [list(OPEN_STATES), harnesses, harnesses]))
+        " AND (%s::text[] IS NULL OR s.harness = ANY(%s)) AND NOT l.session_id = ANY(%s) LIMIT 1",
+        [list(OPEN_STATES), harnesses, harnesses, list(passed)]))
 
 
 def _next_lapse(world) -> float:
