@@ -8,7 +8,9 @@ copy leaves only objects, which the next run finds and skips."""
 
 from __future__ import annotations
 
-from .objects import DIR, parse_tree
+from dataclasses import replace
+
+from .objects import BLOB, DIR, FILE, TREE, blob_hash, encode, parse_tree, tree_bytes, tree_hash
 from .store import checked_object, store_for
 
 CHUNK_BYTES = 8 * 1024 * 1024  # objects per transaction, by stored size
@@ -19,9 +21,61 @@ def copy_workspace(src, dst, session_id: str) -> int:
     have, give = store_for(dst), store_for(src)
     known = {s.seq for s in have.snapshots(session_id)}
     missing = [s for s in give.snapshots(session_id) if s.seq not in known]
+    if getattr(dst, "masks_records", False):  # the world masks credentials: in files too
+        give = Masked(give)
     for snap in missing:
+        if isinstance(give, Masked):
+            snap = replace(snap, root=give.tree(snap.root))
         _send(give, have, _lacking(give, have, snap.root), snap)
     return len(missing)
+
+
+class Masked:
+    """A store whose files are masked as a masked world's records are (redact.mask_bytes):
+    a file that changes gets a new blob, and each tree above it a new tree; the rest is the
+    store's own. What `_lacking` and `_send` read."""
+
+    def __init__(self, store):
+        self.store, self.made, self.trees = store, {}, {}
+
+    def tree(self, digest: str) -> str:
+        """The masked copy of the tree (itself when nothing under it changes)."""
+        if digest not in self.trees:
+            entries = [self._entry(e) for e in parse_tree(self.store.get(digest))]
+            data = tree_bytes(entries)
+            new = tree_hash(data)
+            if new != digest:
+                self._keep(new, TREE, data)
+            self.trees[digest] = new
+        return self.trees[digest]
+
+    def _entry(self, entry):
+        if entry.kind == DIR:
+            return replace(entry, hash=self.tree(entry.hash))
+        if entry.kind != FILE or not entry.hash:
+            return entry
+        from ..redact import mask_bytes
+
+        data = self.store.get(entry.hash)
+        masked = mask_bytes(data)
+        if masked == data:
+            return entry
+        self._keep(blob_hash(masked), BLOB, masked)
+        return replace(entry, hash=blob_hash(masked), size=len(masked))
+
+    def _keep(self, digest: str, kind: str, data: bytes) -> None:
+        stored, codec = encode(data)
+        self.made[digest] = (digest, kind, len(data), codec, stored)
+
+    def get(self, digest: str) -> bytes:
+        if digest in self.made:
+            row = self.made[digest]
+            return checked_object(digest, row[1], row[3], row[4])
+        return self.store.get(digest)
+
+    def rows(self, hashes: list[str]) -> list[tuple]:
+        own = [h for h in hashes if h not in self.made]
+        return [self.made[h] for h in hashes if h in self.made] + (self.store.rows(own) if own else [])
 
 
 def _lacking(give, have, root: str) -> list[str]:

@@ -1,0 +1,54 @@
+"""A world that masks credentials in the records pushed to it masks them in workspace files
+too (issue 30: a snapshot's `config.py` holding a key went to a masked world verbatim): the
+file's masked copy is a new blob, the trees above it new trees, and a restore from the world
+gives the masked file beside the untouched others."""
+
+from __future__ import annotations
+
+import pytest
+
+from dh_cli.workspace.objects import BLOB, FILE, TREE, TreeEntry, blob_hash, tree_bytes, tree_hash
+from dh_cli.workspace.restore import pick, restore_into
+from dh_cli.workspace.store import Snapshot, store_for
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.worlds.sync import push
+
+from .pg import pg_url  # noqa: F401  (fixture)
+from .test_secrets_shown import KEY
+from .workspace_stored import holds, world_bytes
+
+pytestmark = [pytest.mark.postgres]
+
+SECRET = f"ANTHROPIC_API_KEY = '{KEY}'\n".encode()
+PLAIN = b"print('hello')\n"
+
+
+def snapshot_with_a_key(world) -> str:
+    sid = world.create_session("pi", cwd="/nowhere", state="exited").id
+    entries = [TreeEntry("config.py", FILE, 0o644, blob_hash(SECRET), len(SECRET)),
+               TreeEntry("main.py", FILE, 0o644, blob_hash(PLAIN), len(PLAIN))]
+    tree = tree_bytes(entries)
+    store_for(world).put([(blob_hash(SECRET), BLOB, len(SECRET), 0, SECRET),
+                          (blob_hash(PLAIN), BLOB, len(PLAIN), 0, PLAIN),
+                          (tree_hash(tree), TREE, len(tree), 0, tree)],
+                         [Snapshot(sid, 1, "2026-12-01T00:00:00Z", 1, "call-1", "tool", tree_hash(tree))])
+    return sid
+
+
+def test_a_masked_world_gets_masked_workspace_files(tmp_path, pg_url):
+    from dh_cli.worlds.postgres import PostgresWorld
+
+    local = LocalWorld()
+    sid = snapshot_with_a_key(local)
+    remote = PostgresWorld(pg_url)
+    try:
+        assert remote.masks_records  # the default
+        push(local, remote, [sid])
+        assert not holds(world_bytes(remote), KEY.encode())
+        restore_into(remote, pick(remote, sid), str(tmp_path / "t"))
+    finally:
+        remote.close()
+    config = (tmp_path / "t" / "config.py").read_bytes()
+    assert KEY.encode() not in config and b"***" in config
+    assert (tmp_path / "t" / "main.py").read_bytes() == PLAIN
+    assert store_for(local).get(blob_hash(SECRET)) == SECRET  # the local copy stays native
