@@ -302,6 +302,26 @@ def m026_workspace_snapshots(db: Database) -> None:
                " files INTEGER, bytes INTEGER, skipped INTEGER, PRIMARY KEY (session_id, seq))")
 
 
+@migration
+def m036_unpacked_records(db: Database) -> None:
+    # Lines under rows.PACK_MIN (64 KiB) are kept as text in `raw` from here on: packed, a
+    # current Claude Code tool_use line (1,040-1,106 bytes) was NULL to every JSON query. Rows
+    # packed before are unpacked the same way; larger ones stay packed.
+    from .rows import PACK_MIN, decode_raw
+
+    def text_of(packed, codec):
+        if packed is None or codec not in (1, 2):
+            return None
+        line = decode_raw(packed, codec)
+        return _utf8_text(line) if len(line) < PACK_MIN else None
+
+    db.conn.create_function("dh_unpacked", 2, text_of, deterministic=True)
+    db.execute("""UPDATE records SET raw = t, packed = NULL, codec = 0
+                  FROM (SELECT id AS rid, dh_unpacked(packed, codec) AS t FROM records
+                        WHERE packed IS NOT NULL AND codec IN (1, 2))
+                  WHERE id = rid AND t IS NOT NULL AND json_valid(t)""")
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 
