@@ -143,7 +143,7 @@ class _Builder:
         return item
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
-        cost = self.pricer.cost(p.model, usage, self.wrapper.usage_input_includes_cache)
+        cost = self.pricer.cost(p.model, usage)
         self.spent += cost or 0.0
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
                    stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
@@ -196,7 +196,7 @@ def stream_items(world, session: Session, full: bool = False,
 def view_header(world, session: Session) -> SessionView:
     """Everything but the items: events, sources, token totals and the last turn's state."""
     view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
-    view.totals["cost"] = session_cost(world, session.id, session.harness)
+    view.totals["cost"] = session_cost(world, session.id)
     view.events = [asdict(e) for e in world.events(session.id)]
     sources = world.sources(session.id)
     view.sources = [_source_info(world, s) for s in sources]

@@ -61,3 +61,29 @@ def write_claude_transcript(path: Path, size: int, seed: int = 7) -> int:
             handle.write(data)
             written, lines, n, parent = written + len(data), lines + len(rows), n + 4, rows[-1]["uuid"]
     return lines
+
+
+def write_streamed_turn(path: Path, day: str = "2026-12-01T23:50") -> None:
+    """One prompt and one assistant message streamed as three rows (thinking, text, tool_use),
+    as Claude Code writes it: the same message id and request id on each, output_tokens growing
+    (10, 200, 502) and the final usage on the last; 1,000 tokens written to the cache for 5
+    minutes and 2,000 for an hour."""
+    hour_writes = 2000
+    rows, parent = [], None
+    user = _base("user", parent, 0)
+    user.update(timestamp=f"{day}:00.000Z", message={"role": "user", "content": "hi"})
+    rows.append(user)
+    blocks = [{"type": "thinking", "thinking": "hm", "signature": "x"}, {"type": "text", "text": "Hello"},
+              {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]
+    for n, (out, block) in enumerate(zip((10, 200, 502), blocks), 1):
+        usage = {"input_tokens": 12, "cache_creation_input_tokens": 1000 + hour_writes,
+                 "cache_read_input_tokens": 20000, "output_tokens": out,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": hour_writes}}
+        row = _base("assistant", rows[-1]["uuid"], n)
+        row.update(timestamp=f"{day}:0{n}.000Z", requestId="req_1", message={
+            "id": "msg_A", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+            "content": [block], "stop_reason": "tool_use" if n == 3 else None, "stop_sequence": None,
+            "usage": usage})
+        rows.append(row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
