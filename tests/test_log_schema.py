@@ -22,6 +22,7 @@ from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds.rows import PACK_MIN, encode_raw
 
 from .conftest import fixture_home
+from .fakes.transcripts import write_claude_transcript
 
 SQLITE_UTILS = shutil.which("sqlite-utils")
 README = Path(__file__).parent.parent / "README.md"
@@ -97,14 +98,53 @@ def test_tool_status_model_and_the_views(real_log):
 
 @skip_if_missing(not SQLITE_UTILS, "the sqlite-utils CLI is not installed")
 def test_the_documented_example_queries_run(real_log, run_dh):
-    per_session, slowest, commands = (query(real_log, sql) for _, sql in EXAMPLES)
+    per_session, slowest, commands, calls = (query(real_log, sql) for _, sql in EXAMPLES)
     assert [(r["harness"], r["calls"], r["tokens_in"]) for r in per_session] == [
         ("claude-code", 4, 40), ("codex", 4, 400)]
     assert slowest[0]["tool"] == "Bash" and slowest[0]["duration_ms"] == 48
     assert [r["command"] for r in commands] == ["echo step0 >> steps.log"]
+    assert [(r["harness"], r["tool"]) for r in calls][:4] == [("codex", "exec_command")] * 3 + [
+        ("claude-code", "Bash")]
+    assert json.loads(calls[3]["input"])["command"] == "echo step0 >> steps.log"
+    assert all(r["input"] and r["output"] is not None for r in calls)
     readme, schema = README.read_text(), run_dh("log", "schema").stdout
     for title, sql in EXAMPLES:
         assert sql in readme and sql in schema, title
+
+
+def _no_null_where_the_line_has_it(db: Path) -> int:
+    """Runs the documented queries over the log at `db`; every answer the native line holds is
+    there (checked against the line itself). Returns the number of shell commands found."""
+    results = [query(db, sql) for _, sql in EXAMPLES]
+    for rows in results[:2]:
+        assert rows and all(None not in r.values() for r in rows)
+    world = LocalWorld(db)
+    bash = [json.loads(r.raw) for s in world.list_sessions() for r in world.records(s["id"])
+            if r.tool_name == "Bash"]
+    native = [row["message"]["content"][0].get("input", {}).get("command") for row in bash]
+    assert sorted(map(str, (r["command"] for r in results[2]))) == sorted(map(str, native))
+    assert None not in native
+    calls = results[3]
+    assert calls and all(r["input"] is not None and r["harness"] for r in calls)
+    assert all(r["output"] is not None for r in calls if r["status"] != "no result")
+    return len(native)
+
+
+@skip_if_missing(not SQLITE_UTILS, "the sqlite-utils CLI is not installed")
+def test_the_examples_answer_on_a_live_session_and_a_40_mb_one(tmp_path, run_dh, dh_home, monkeypatch):
+    """A session run under dh on Claude Code 2.1.332 (its lines are 1-1.1 KiB), and a generated
+    40 MB transcript: no NULL where the native line has the field."""
+    live = tmp_path / "live"
+    live.mkdir()
+    shutil.copy(Path(__file__).parent / "fixtures" / "resumed" / "claude-code-2.1.332.db", live / "dh.db")
+    LocalWorld(live / "dh.db").close()  # migrated as a user's log is
+    assert _no_null_where_the_line_has_it(live / "dh.db") >= 1
+    home = tmp_path / "claude"
+    native = home / "projects" / "-p" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
+    write_claude_transcript(native, 40 << 20, newest=True)
+    assert min(len(line) for line in native.read_bytes().splitlines() if b'"tool_use"' in line) > 1024
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    assert _no_null_where_the_line_has_it(dh_home / "dh.db") > 5_000
 
 
 # upgrading a log written before m007 -------------------------------------------------------------

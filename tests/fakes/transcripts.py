@@ -50,13 +50,36 @@ def turn_rows(rng: random.Random, n: int, parent: str | None) -> list[dict]:
     return rows + [text, tool, result]
 
 
-def write_claude_transcript(path: Path, size: int, seed: int = 7) -> int:
-    """Write about `size` bytes of transcript; returns the number of lines."""
+# What Claude Code 2.1.332 adds to an assistant row (seen in its transcripts: a tool_use row is
+# then 1,040-1,340 bytes, where 2.1.197's was under 1 KiB)
+NEWEST_USAGE = {"output_tokens_details": {"thinking_tokens": 0},
+                "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+                "service_tier": "standard",
+                "cache_creation": {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
+                "inference_geo": "", "iterations": [], "speed": "standard", "fallback_credit": None}
+NEWEST_ROW = {"toolInputStreamMs": 13, "apiBlockIndex": 1, "requestId": "req_1",
+              "requestRef": "b6ada111-8503-4428-841a-d2c4392eef1f", "requestedModel": "claude-opus-4-8",
+              "promptCacheRequested": "5m", "effort": "medium", "perTurnEffort": "medium",
+              "madeBy": "model", "version": "2.1.332"}
+
+
+def _as_newest(row: dict) -> dict:
+    if row["type"] == "assistant":
+        message = row["message"]
+        row = {**row, **NEWEST_ROW, "message": {**message, "usage": {**message["usage"], **NEWEST_USAGE},
+                                                "stop_details": None}}
+    return row
+
+
+def write_claude_transcript(path: Path, size: int, seed: int = 7, newest: bool = False) -> int:
+    """Write about `size` bytes of transcript (with `newest`, its assistant rows as Claude Code
+    2.1.332 writes them); returns the number of lines."""
     rng, written, lines, n, parent = random.Random(seed), 0, 0, 0, None
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
         while written < size:
             rows = turn_rows(rng, n, parent)
+            rows = [_as_newest(r) for r in rows] if newest else rows
             data = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in rows)
             handle.write(data)
             written, lines, n, parent = written + len(data), lines + len(rows), n + 4, rows[-1]["uuid"]
