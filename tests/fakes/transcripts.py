@@ -110,3 +110,31 @@ def write_streamed_turn(path: Path, day: str = "2026-12-01T23:50") -> None:
         rows.append(row)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+
+
+def codex_with_cache_and_reasoning(home: Path) -> None:
+    """A real Codex rollout (in `home`) rewritten as a call to a priced model (gpt-5) with cached
+    input and reasoning would read: per call 3,000 input tokens of which 2,000 cached, and 50
+    output tokens of which 20 reasoning, in every usage record the rollout holds (the running
+    totals grow by as much each call)."""
+    def rewrite(node):
+        if isinstance(node, dict):
+            if "input_tokens" in node and "cached_input_tokens" in node:
+                calls = node["input_tokens"] // 100  # the mock's 100 per call: how many so far
+                node.update(input_tokens=3000 * calls, cached_input_tokens=2000 * calls,
+                            output_tokens=50 * calls, reasoning_output_tokens=20 * calls,
+                            total_tokens=3050 * calls)
+            if node.get("model") == "mock-model":
+                node["model"] = "gpt-5"
+            for value in node.values():
+                rewrite(value)
+        elif isinstance(node, list):
+            for value in node:
+                rewrite(value)
+
+    for rollout in home.glob("sessions/**/rollout-*.jsonl"):
+        rows = [json.loads(line) for line in rollout.read_text().splitlines()]
+        for row in rows:
+            rewrite(row)
+        rollout.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
+                                   for r in rows))
