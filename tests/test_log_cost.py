@@ -89,6 +89,7 @@ def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
     (listed,) = json.loads(run_dh("log", "list", "--json").stdout)
     assert listed["tokens"]["input"] + listed["tokens"]["cache_read"] + listed["tokens"]["output"] \
         == day["totalTokens"] == 12_200
+    assert "12.2k" in run_dh("log", "list").stdout.split()  # TOKENS: 20.2k with the cache counted twice
 
 
 def test_every_harness_in_one_table(tmp_path, run_dh):
