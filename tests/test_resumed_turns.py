@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.workspace.watch import RecordFollower
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.wrappers import get as get_wrapper
 from tests.resumed import check_resumed_log
 
 CAPTURED = sorted((Path(__file__).parent / "fixtures" / "resumed").glob("*.db"))
@@ -26,3 +29,14 @@ def test_every_release_has_a_captured_log():
 def test_the_resumed_turn_is_one_turn_with_its_crash_inside(captured, tmp_path):
     shutil.copy(captured, tmp_path / "dh.db")
     check_resumed_log(tmp_path / "dh.db")
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_the_workspace_snapshots_count_the_resumed_turn_once(captured, tmp_path):
+    """The snapshot thread numbers turns as the log does: the continuation is not a turn."""
+    shutil.copy(captured, tmp_path / "dh.db")
+    world = LocalWorld(tmp_path / "dh.db")
+    (session,) = world.list_sessions()
+    follower = RecordFollower(world, get_wrapper(session["harness"]), session["id"], {})
+    follower.steps()
+    assert follower.turn == 1
