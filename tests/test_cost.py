@@ -138,6 +138,8 @@ def test_a_streamed_message_with_hour_long_cache_writes_costs_what_ccusage_repor
         theirs["inputTokens"], theirs["outputTokens"], theirs["cacheReadTokens"], theirs["cacheCreationTokens"])
     assert (ours["output"], ours["cache_write_1h"], ours["model_calls"]) == (502, 2000, 1)
     assert session["cost"] == pytest.approx(theirs["totalCost"], rel=1e-6)
+    shown = json.loads(run_dh("log", "show", session["id"], "--json").stdout)["totals"]
+    assert (shown["output"], shown["cost"]["usd"]) == (502, pytest.approx(theirs["totalCost"], rel=1e-6))
     # and what the published prices give, 1-hour writes at $10 (5-minute ones at $6.25)
     assert session["cost"] == pytest.approx((12 * 5 + 20000 * 0.5 + 1000 * 6.25 + 2000 * 10 + 502 * 25) / 1e6)
 
