@@ -1,4 +1,4 @@
-"""The live mirror's wake-up path (supervisor/live.py): one thread sleeps on the inotify
+"""The live mirror's wake-up path (mirror/live.py): one thread sleeps on the inotify
 descriptor and a wake pipe and syncs, with no watcher thread handing wake-ups over; a wake-up
 sent after the mirror let go of its pipe goes nowhere. Counted, not timed."""
 
@@ -8,7 +8,7 @@ import threading
 import time
 
 from dh_cli import wrappers
-from dh_cli.supervisor.live import LiveMirror, Wake
+from dh_cli.mirror.live import LiveMirror, Wake
 from dh_cli.worlds.local import LocalWorld
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-12-01T09:00:00.000Z","cwd":"/"}\n'
@@ -76,7 +76,7 @@ WARM_PROBE = """
 import sys, time
 from pathlib import Path
 from dh_cli import wrappers
-from dh_cli.supervisor.live import LiveMirror
+from dh_cli.mirror.live import LiveMirror
 from dh_cli.worlds.local import LocalWorld
 
 tmp = Path(sys.argv[1])

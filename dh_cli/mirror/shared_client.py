@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import LogDbError
 from ..osthread import name_os_thread
-from ..supervisor.live import LiveMirror
+from .live import LiveMirror
 from .shared_wire import PROTOCOL, Lines, connect, encode, lock_path, peer, socket_path
 
 CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in ~0.2 s)

@@ -23,10 +23,10 @@ from pathlib import Path
 from .. import wrappers
 from ..errors import LogConflict, LogDbError
 from ..stores import warm as warm_store
-from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld, db_error
+from .live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
 from .pacing import Pacer
 from .shared_wire import PROTOCOL
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..confine import adopt, place, settle
 from ..errors import SessionLocked
+from ..mirror.live import Launch
 from .. import events
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
@@ -23,7 +24,6 @@ from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from ..worlds.log import Log
 from .procs import process_alive
-from .live import Launch
 from .runner import Supervisor
 from .spec import LaunchSpec, RunOptions
 

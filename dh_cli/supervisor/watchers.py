@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..mirror import shared_wire
+from ..mirror.live import Launch, LiveMirror, launched_native
 from ..mirror.shared_client import SharedMirror, ensure_server
 from ..workspace import start_watcher
-from .live import Launch, LiveMirror, launched_native
 
 
 class AttemptWatchers:

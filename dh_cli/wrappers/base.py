@@ -176,7 +176,7 @@ class Wrapper:
     def watch_folders(self, home: Path) -> list[Path]:
         """The existing folders to watch at launch, at or below watch_root: the ones a new
         session file is written into. Folders created below a watched one later are
-        watched as they appear (supervisor/live.py)."""
+        watched as they appear (mirror/live.py)."""
         return [self.watch_root(home)]
 
     # identity without the harness's stdout (see identity.py) ------------------------------------

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from ..errors import LogDbError
 from ..osthread import name_os_thread
-from ..mirror.pacing import Pacer
-from ..mirror.session import SessionMirror
 from ..stores import warm as warm_store
 from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld, db_error
+from .pacing import Pacer
+from .session import SessionMirror
 
 POLL = 1.0  # fallback when no file event arrives
 POLL_WATCHED = 5.0  # the same when inotify wakes the mirror on every change
@@ -134,7 +134,7 @@ class LiveMirror:
     def _open_watch(self):
         """The inotify watch of the session's folders, or None: then a watchfiles thread
         (other systems) or the polling fallback wakes the mirror."""
-        from ..mirror import inotify
+        from . import inotify
 
         if self.watch_dir is None:
             return None
