@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import NativeStateError
 from ..models import Source
 from ..util import short_hash
-from ..mirror.tailer import TailResult
+from .tailer import TailResult
 from ..wrappers.base import Wrapper, to_record
 from .opencode_db import session_rows
 from .opencode_rows import row_key
