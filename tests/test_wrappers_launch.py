@@ -23,7 +23,7 @@ from dh_cli.models import Record, ToolCall
 from dh_cli.wrappers import get
 from dh_cli.wrappers.claude import project_slug
 from dh_cli.wrappers.common import parse_argv
-from dh_cli.wrappers.opencode import drop_empty_assistant, repair_export
+from dh_cli.wrappers.opencode_rows import drop_empty_assistant, repair_export
 from dh_cli.wrappers.pi import pi_session_dir_name
 from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer

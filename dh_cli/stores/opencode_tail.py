@@ -12,8 +12,8 @@ from ..models import Source
 from ..util import short_hash
 from .tailer import TailResult
 from ..wrappers.base import Wrapper, to_record
-from .opencode_db import session_rows
-from .opencode_rows import row_key
+from ..wrappers.opencode_db import session_rows
+from ..wrappers.opencode_rows import row_key
 
 
 class OpenCodeTailer:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from dh_cli.resume.rebuild import source_bytes
-from dh_cli.wrappers.opencode import row_key
+from dh_cli.wrappers.opencode_rows import row_key
 from tests.e2e.native_sampler import Sampler
 from tests.e2e.test_real_harnesses import launched_pid, leftover_processes, spawn_dh
 from tests.rig import HARNESSES

@@ -34,9 +34,9 @@ import pytest
 
 from tests.require import skip_or_fail
 
-from dh_cli.stores.opencode_db import session_rows
+from dh_cli.wrappers.opencode_db import session_rows
 from dh_cli.resume.rebuild import source_bytes
-from dh_cli.wrappers.opencode import row_key
+from dh_cli.wrappers.opencode_rows import row_key
 from tests.fakes.model_server import tool_results
 from tests.rig import HARNESSES, HEADLESS_ARGS, SCRIPT
 
