@@ -62,7 +62,7 @@ class ParsePool:
     def __init__(self, wrapper_name: str):
         # fork is cheap and safe while this process runs one thread; else a fresh interpreter
         method = "fork" if threading.active_count() == 1 else "spawn"
-        from ..supervisor.procs import die_with_parent
+        from ..procs import die_with_parent
 
         self.executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method),
                                             initializer=die_with_parent)

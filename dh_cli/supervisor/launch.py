@@ -23,7 +23,7 @@ from ..wrappers import get as get_wrapper
 from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from ..worlds.log import Log
-from .procs import process_alive
+from ..procs import process_alive
 from .runner import Supervisor
 from .spec import LaunchSpec, RunOptions
 
