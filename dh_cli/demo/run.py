@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from .model import DemoModel
-from .wrapper import BINARY, HOME_VAR, NAME
+from ..wrappers.demo import BINARY, HOME_VAR, NAME
 
 PROMPT = "Write notes.txt with one line about dh."
 STALL_SHOWN = 0.8  # seconds the cut reply is seen in flight before the kill
