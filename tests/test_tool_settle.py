@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from dh_cli.events_text import summary
-from dh_cli.resume.replay import repair_text
+from dh_cli.wrappers.replay import repair_text
 
 DRIVER = textwrap.dedent("""
     import ctypes, json, os, signal, subprocess, sys, time

@@ -17,7 +17,7 @@ from ..util import scrub
 from ..wrappers.base import Wrapper
 from ..documents.restore import restore_documents as restore_session_documents
 from ..worlds.log import Log
-from .replay import repair_text, replay_class
+from ..wrappers.replay import repair_text, replay_class
 
 
 @dataclass
