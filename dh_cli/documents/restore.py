@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import events
+
 
 def restore_documents(world, wrapper, session) -> list[str]:
     """Paths written (relative to the harness home); nothing when the harness keeps no
@@ -23,5 +25,5 @@ def restore_documents(world, wrapper, session) -> list[str]:
 
     written = wrapper.write_documents(Path(session.home), session.harness_session_id, document)
     if written:
-        world.add_event(session.id, "documents_restored", {"files": written}, phase="outcome")
+        events.add(world, session.id, events.documents_restored(written))
     return written

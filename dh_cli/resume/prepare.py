@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import events
 from ..confine import confined_source, source_path
 from ..mirror.session import SessionMirror
 from ..models import Session
@@ -52,7 +53,7 @@ def restore_files(world, session: Session, prepared: Prepared,
         source = confined_source(world, wrapper, session, source)
         details = store.restore(world, wrapper, session, source, lambda: harness or _launch_binary(wrapper))
         if details is not None:
-            world.add_event(session.id, "rebuilt", details, phase="outcome")
+            events.add(world, session.id, events.rebuilt(details))
             prepared.rebuilt.append(source.relpath)
 
 
@@ -74,20 +75,17 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
         cls = replay_class(call.name, overrides, wrapper.safe_tools)
         outcome = queue.pop(0) if queue and cls == "never" else None
         text = repair_text(cls, outcome)
-        world.add_event(session.id, "repair", {"call_id": call.id, "tool": call.name,
-                                               "replay": cls, "outcome": outcome}, phase="intent")
+        events.add(world, session.id, events.repair(call.id, call.name, cls, outcome))
         if not _apply_repair(world, wrapper, session, main, call, text, records):
             # the conversation moved past this call on an earlier resume: a dead branch
-            world.add_event(session.id, "repair_skipped", {"call_id": call.id, "why": "dead branch"},
-                            phase="outcome")
+            events.add(world, session.id, events.repair_skipped(call.id, "dead branch"))
             continue
         mirror.sync()
         records = current_turn(world, session, main)
-        world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
-                                                 "replay": cls, "text": text}, phase="outcome")
+        events.add(world, session.id, events.repaired(call.id, call.name, cls, text))
         prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
     for outcome in map(scrub, queue):  # a command line may hold a token: never in the log
-        world.add_event(session.id, "unlogged_tool", outcome, phase="info")
+        events.add(world, session.id, events.unlogged_tool(outcome))
         prepared.unlogged.append(outcome)
 
 

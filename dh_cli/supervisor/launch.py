@@ -166,7 +166,7 @@ def _alive_for(patience: float, pid, create_time) -> bool:
 
 def check_previous_attempt(world, session: Session) -> None:
     """Never two harness processes on one session: refuse while the last attempt lives."""
-    launched = [e for e in world.events(session.id) if e.type == "launched"]
+    launched = [e for e in world.events(session.id) if e.type == events.LAUNCHED]
     if launched:
         last = launched[-1].details
         if _alive_for(PREVIOUS_PATIENCE, last.get("pid"), last.get("create_time")):
