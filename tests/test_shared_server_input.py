@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dh_cli.mirror import shared_server
+from dh_cli.mirror import shared_wire as wire
 from dh_cli.mirror.shared_client import ensure_server
 from dh_cli.mirror.shared_wire import PROTOCOL, connect, lock_path, server_pid, socket_path
 from dh_cli.worlds.local import LocalWorld
@@ -182,7 +183,7 @@ def test_a_message_to_a_client_that_is_gone_leaves_its_session_to_the_drain(tmp_
         with (db.parent / "pi" / "s.jsonl").open("ab") as out:
             out.write(b'{"type":"custom","customType":"load","data":{"n":1}}\n')
         client.close()
-        assert not server._send(server.by_session[session_id], {"op": "progress", "at": 0.0})
+        assert not server._send(server.by_session[session_id], wire.message(wire.PROGRESS, at=0.0))
         deadline = time.monotonic() + WAIT
         while session_id in server.by_session and time.monotonic() < deadline:
             server._once()

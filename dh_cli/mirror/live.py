@@ -17,9 +17,9 @@ from pathlib import Path
 from ..errors import LogDbError
 from ..osthread import name_os_thread
 from ..stores import warm as warm_store
-from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
-from ..worlds.local import LocalWorld, db_error
+from ..worlds.local import LocalWorld
+from .failing import Failing
 from .pacing import Pacer
 from .session import SessionMirror
 
@@ -112,7 +112,7 @@ class LiveMirror:
         self.launch = launch
         self.inotify = None
         self.notice = notice or (lambda text: print(text, file=sys.stderr))
-        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
+        self.failing = Failing()
         self.native_id: str | None = None  # set from the harness's output when discovered
         self.last_progress = time.monotonic()
         self.added = 0
@@ -231,17 +231,12 @@ class LiveMirror:
             self.pacer.synced(self.last_progress - started)
 
     def _failed(self, exc: BaseException) -> None:
-        if self.failing is None:
-            error = db_error(exc, self.world_path) if isinstance(exc, sqlite3.Error) else exc
-            self.failing = (now_iso(), time.monotonic(), str(error))
-            self.notice(f"dh: {error}; the harness keeps running, and dh keeps trying to log it")
+        notice = self.failing.failed(exc, self.world_path)
+        if notice:
+            self.notice(notice)
 
     def _recovered(self, world) -> None:
-        since, started, error = self.failing
-        world.add_event(self.session_id, "log_write_failed", {
-            "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
-        self.failing = None
-        self.notice("dh: the log can be written again; mirroring has caught up")
+        self.notice(self.failing.recovered(world, self.session_id))
 
     def _track_new_files(self, world, mirror: SessionMirror) -> None:
         native = locate(self.wrapper, mirror.session, self.native_id)

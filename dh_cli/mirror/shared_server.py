@@ -52,7 +52,8 @@ from pathlib import Path
 from ..osthread import name_os_thread
 from .inotify import Inotify
 from .shared_sessions import Held, SessionMirrors
-from .shared_wire import Lines, encode, keep_errors, listen, lock_path, same_user, socket_path
+from . import shared_wire as wire
+from .shared_wire import Lines, keep_errors, listen, lock_path, same_user, socket_path
 
 IDLE_EXIT = 5.0  # seconds without a client before the server exits
 # A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
@@ -61,6 +62,7 @@ PROGRESS_EVERY = 1.0
 HOLD_FIRST = 10.0  # seconds a connection may stay without a `hold` (it keeps the server up)
 CHECK_LOG_EVERY = 1.0  # seconds between looks at whether the log is still there
 OVERFLOW = -1  # the watch descriptor of inotify's "queue overflowed, events were lost"
+LET_GO = "dh: the shared mirror let go of the session after an unexpected error"
 
 
 class Conn:
@@ -89,7 +91,7 @@ class Server:
         self.reporting: set[Conn] = set()  # held connections with progress not yet reported
         self.next_due = 0.0  # no held session is due a sync without an event before this
         self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
-                                      lambda held, message: self._send(held.owner, message))
+                                      lambda held, data: self._send(held.owner, data))
         self.idle_since: float | None = time.monotonic()
         self.log_checked = time.monotonic()
 
@@ -214,7 +216,7 @@ class Server:
         try:
             messages = conn.lines.feed(data)
         except ValueError:
-            messages = [{"op": "?"}]
+            messages = [None]  # no message: the client broke the protocol (_handle drops it)
         for message in messages:
             try:
                 self._handle(conn, message)
@@ -225,15 +227,15 @@ class Server:
 
     def _handle(self, conn: Conn, message: dict) -> None:
         op = message.get("op") if isinstance(message, dict) else None
-        if op == "hold" and conn.held is None:
+        if op == wire.HOLD and conn.held is None:
             self._hold(conn, message)
-        elif op == "native_id" and conn.held is not None:
+        elif op == wire.NATIVE_ID and conn.held is not None:
             conn.held.set_native_id(message["id"])
             self.dirty.add(conn)
-        elif op == "release" and conn.held is not None:
+        elif op == wire.RELEASE and conn.held is not None:
             held = self._let_go(conn)
-            self._send(conn, {"op": "released", "committed": held.positions(),
-                              "progress_at": held.progress_at})
+            self._send(conn, wire.message(wire.RELEASED, committed=held.positions(),
+                                          progress_at=held.progress_at))
             self._close(conn)
         else:
             self._drop(conn)  # a client that breaks the protocol gets its session back
@@ -253,7 +255,7 @@ class Server:
         self.by_session[held.session_id] = conn
         for folder in held.dirs:
             self._watch(conn, folder)
-        if self._send(conn, {"op": "held"}):
+        if self._send(conn, wire.message(wire.HELD)):
             self.dirty.add(conn)
 
     def _client_gone(self, conn: Conn) -> None:
@@ -263,13 +265,12 @@ class Server:
         if held is not None:
             self.mirrors.drain(held)
 
-    def _send(self, conn: Conn, message: dict) -> bool:
+    def _send(self, conn: Conn, data: bytes) -> bool:
         """Never blocks the loop; a client that cannot take a whole message gets its session
         back (the connection is closed once the session is out of the tables). A client that
         is gone is left to its EOF, which the next poll reads: _client_gone drains the session
         (dropped here, a progress report to a client just killed let its session go unsynced:
         the server exited with 23 of its 55 lines unlogged, tests/test_shared_mirror.py)."""
-        data = encode(message)
         try:
             sent = conn.sock.send(data)
         except (BrokenPipeError, ConnectionResetError):
@@ -325,8 +326,7 @@ class Server:
         self.reporting.update(held.owner for held in sessions if held.progress_at is not None)
         for held in broken:  # the client takes the session back: (b)
             if held.owner.held is held:
-                self._send(held.owner, {"op": "notice", "text": "dh: the shared mirror let go of "
-                                                               "the session after an unexpected error"})
+                self._send(held.owner, wire.message(wire.NOTICE, text=LET_GO))
                 self._drop(held.owner)
 
     def _report(self) -> None:
@@ -338,7 +338,7 @@ class Server:
             elif now - held.reported >= PROGRESS_EVERY:
                 at, held.progress_at, held.reported = held.progress_at, None, now
                 self.reporting.discard(conn)
-                self._send(conn, {"op": "progress", "at": at})
+                self._send(conn, wire.message(wire.PROGRESS, at=at))
 
     def _shut(self) -> None:
         """Only the lock's holder unlinks the socket, and only its own (a server whose log
