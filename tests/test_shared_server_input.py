@@ -177,15 +177,16 @@ def test_a_message_to_a_client_that_is_gone_leaves_its_session_to_the_drain(tmp_
     server.mirrors.start()
     try:
         client = hold(db, session_id)
-        while session_id not in server.by_session:
+        while session_id not in server.conns.by_session:
             server._once()
         assert json.loads(answer(client)) == {"op": "held"}
         with (db.parent / "pi" / "s.jsonl").open("ab") as out:
             out.write(b'{"type":"custom","customType":"load","data":{"n":1}}\n')
         client.close()
-        assert not server._send(server.by_session[session_id], wire.message(wire.PROGRESS, at=0.0))
+        progress = wire.message(wire.PROGRESS, at=0.0)
+        assert not server._send(server.conns.by_session[session_id], progress)
         deadline = time.monotonic() + WAIT
-        while session_id in server.by_session and time.monotonic() < deadline:
+        while session_id in server.conns.by_session and time.monotonic() < deadline:
             server._once()
         with closing(LocalWorld(db)) as world:
             assert world.record_count(session_id) == 2
