@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .. import events
-from ..confine import confined_source, source_path
+from ..confine import confined_source
 from ..mirror.session import SessionMirror
 from ..models import Session
 from ..stores import store_of
@@ -29,14 +28,6 @@ class Prepared:
     has_state: bool = False  # False: nothing was written yet, relaunch the original command
     turn_complete: bool = False
     unlogged: list[dict] = field(default_factory=list)  # settled tools no dangling call explains
-
-
-def restore_target(world, session: Session, source) -> Path:
-    """Where a source's file is restored: the one path confine.py allows for it on this
-    machine (home/relpath, or the file this machine's mirror recorded)."""
-    from ..wrappers import get as get_wrapper
-
-    return source_path(world, get_wrapper(session.harness), session, source)
 
 
 def restore_files(world, session: Session, prepared: Prepared,

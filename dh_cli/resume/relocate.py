@@ -135,26 +135,6 @@ def _cwd_moved(wrapper: Wrapper, plan: Relocation):
     return lambda raw: rewrite_record(raw, wrapper.carries_cwd, plan.old_cwd, plan.new_cwd)
 
 
-# ---- pulling on the fly ------------------------------------------------------------------------
-def pull_for_resume(local, world_name: str, ref: str, url: str | None = None):
-    """Bring one session from a shared world into the local log before resuming it:
-    (session id, records added, where from with the password masked). A session this log
-    already moved elsewhere is not pulled again (the world may still hold it as it was
-    before the move)."""
-    from ..worlds.sync import open_remote, pull
-
-    remote = open_remote(world_name, url)
-    try:
-        found = remote.find_session(ref)
-        shown = getattr(remote, "shown", remote.name)
-        if _moved_here(local, found.id):
-            return found.id, None, shown
-        report = pull(remote, local, [found.id])
-        return found.id, report.records, shown
-    finally:
-        remote.close()
-
-
 def _moved_here(local, session_id: str) -> bool:
     try:
         local.get_session(session_id)
