@@ -285,17 +285,16 @@ def open_mirror(world, wrapper, session_id: str, native_id: str | None,
     if native_id and not session.harness_session_id:
         # Read from the harness's output before its file can be found: keep it now, so a
         # dh killed meanwhile still lets `dh resume` find what the harness wrote.
-        world.update_session(session.id, harness_session_id=native_id)
-        session = world.get_session(session_id)
+        session = world.update_session(session.id, harness_session_id=native_id)
     native = locate(wrapper, session, native_id)
     if native is None and not native_id:
         native = launched_native(world, wrapper, session, launch)
     if native is None:
         return None
     if native.harness_session_id and native.harness_session_id != session.harness_session_id:
-        world.update_session(session.id, harness_session_id=native.harness_session_id,
-                             native_path=str(native.sources[0].path), cwd=session.cwd or native.cwd)
-        session = world.get_session(session_id)
+        session = world.update_session(session.id, harness_session_id=native.harness_session_id,
+                                       native_path=str(native.sources[0].path),
+                                       cwd=session.cwd or native.cwd)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
     return mirror
