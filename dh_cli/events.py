@@ -107,7 +107,8 @@ def lease_lost(reason: str) -> Event:
 
 # written outside the supervisor -------------------------------------------------------------
 def repair(call_id: str, tool: str, replay: str, outcome) -> Event:
-    return Event(REPAIR, {"call_id": call_id, "tool": tool, "replay": replay, "outcome": outcome}, "intent")
+    return Event(REPAIR, {"call_id": call_id, "tool": tool, "replay": replay, "outcome": outcome},
+                 "intent")
 
 
 def repaired(call_id: str, tool: str, replay: str, text: str) -> Event:

@@ -50,7 +50,8 @@ def _written(node: ast.AST) -> str | None:
 
 
 def literals(source: str) -> list[tuple[int, str]]:
-    return sorted((node.lineno, found) for node in ast.walk(ast.parse(source)) if (found := _written(node)))
+    nodes = ast.walk(ast.parse(source))
+    return sorted((node.lineno, found) for node in nodes if (found := _written(node)))
 
 
 def test_the_check_finds_each_form_of_a_literal_event_type():

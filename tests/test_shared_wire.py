@@ -31,7 +31,8 @@ def _spelled_out(path: Path) -> list[int]:
     """Lines with a dict literal keyed "op", or an op's name compared as a string."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "op" for k in node.keys):
+        keys = node.keys if isinstance(node, ast.Dict) else []
+        if any(isinstance(k, ast.Constant) and k.value == "op" for k in keys):
             found.append(node.lineno)
         elif isinstance(node, ast.Compare):
             sides = (node.left, *node.comparators)
@@ -47,10 +48,11 @@ def test_no_module_of_the_mirror_spells_a_message_itself():
 
 
 def _names_used(path: Path) -> set[str]:
-    return {node.attr for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "wire"}
+    return {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "wire"}
 
 
-@pytest.mark.parametrize("side, receives", [("shared_server.py", wire.TO_SERVER), ("shared_client.py", wire.TO_CLIENT)])
+@pytest.mark.parametrize("side, receives", [("shared_server.py", wire.TO_SERVER),
+                                            ("shared_client.py", wire.TO_CLIENT)])
 def test_each_side_handles_every_message_sent_to_it(side, receives):
     assert {NAMES[op] for op in receives} <= _names_used(MIRROR / side)
