@@ -10,6 +10,7 @@ import time
 from dh_cli import wrappers
 from dh_cli.mirror.live import LiveMirror, Wake
 from dh_cli.worlds.local import LocalWorld
+from tests.helpers.wait import wait_until
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-12-01T09:00:00.000Z","cwd":"/"}\n'
 
@@ -17,13 +18,6 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-12-01T09:00
 def _line(n: int) -> bytes:
     return (b'{"type":"custom","customType":"load","id":"%08x","parentId":null,'
             b'"timestamp":"2026-12-01T09:00:00.000Z","data":{"n":%d}}\n' % (n + 2, n))
-
-
-def _wait_for(predicate, seconds=60.0) -> bool:
-    deadline = time.monotonic() + seconds  # generous: a loaded machine
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_a_wake_is_seen_by_select_and_drained():
@@ -63,7 +57,8 @@ def test_one_thread_mirrors_appends_and_stops(tmp_path):
         with open(native, "ab", buffering=0) as handle:
             for n in range(50):
                 handle.write(_line(n))
-        assert _wait_for(lambda: world.record_count(session.id) == 51), world.record_count(session.id)
+        wait_until(lambda: world.record_count(session.id) == 51, "51 records logged",
+                   explain=lambda: f"(logged: {world.record_count(session.id)})")
     finally:
         live.stop()
     assert live.done.is_set() and live.error is None
