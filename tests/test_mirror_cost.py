@@ -5,7 +5,6 @@ sent after the mirror let go of its pipe goes nowhere. Counted, not timed."""
 import os
 import select
 import threading
-import time
 
 from dh_cli import wrappers
 from dh_cli.mirror.live import LiveMirror, Wake
