@@ -579,15 +579,15 @@ def test_opencode_db_locked_by_a_writer_in_wal_mode(tmp_path):
     writer = sqlite3.connect(db, isolation_level=None)
     writer.execute("BEGIN EXCLUSIVE")
     _add_part(writer, sid)
-    started = time.monotonic()
-    result = mirror.sync()
-    assert time.monotonic() - started < 1.5 and not result.missing
+    # read, not blocked: a blocked reader would give up after its busy timeout (missing)
+    assert not mirror.sync().missing
     assert world.record_count(session.id) == before  # not committed yet: not visible
     writer.execute("COMMIT")
     assert mirror.sync().added == 1
     assert "source_unreadable" not in event_types(world, session)
 
 
+@pytest.mark.timing  # the give-up comes within its short timeout (5 s)
 def test_opencode_db_locked_by_a_writer_in_rollback_journal_mode(tmp_path):
     """With a rollback journal an exclusive writer does block readers: the mirror gives up
     after its short timeout, flags the source, and catches up once the lock is released."""
@@ -699,11 +699,9 @@ def test_readers_are_not_blocked_by_a_writer_holding_the_log(tmp_path):
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("UPDATE sessions SET state = 'x'")
     try:
-        started = time.monotonic()
         listed = dh("log", "list", "--json", env={"DH_DB_TIMEOUT": "1"})
         (session,) = json.loads(listed.stdout)
         assert dh("log", "show", session["id"], env={"DH_DB_TIMEOUT": "1"}).returncode == 0
-        assert time.monotonic() - started < 30
         assert session["state"] == "imported"  # the writer's change is not visible yet
     finally:
         holder.execute("ROLLBACK")
