@@ -19,7 +19,7 @@ from dh_cli.supervisor.launch import find_binary
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
-from .test_export import CRASH_EVENTS
+from .helpers.crashed import CRASH_EVENTS
 from .rig import dh
 
 IMPORTS = [("claude-code", "basic"), ("codex", "multiturn"), ("pi", "basic"),

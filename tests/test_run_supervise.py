@@ -23,7 +23,7 @@ import pytest
 
 from .fakes.model_server import FakeModelServer
 from .rig import HEADLESS_ARGS, SCRIPT, Rig
-from .test_run_crash import told_may_have_run
+from .helpers.model import told_may_have_run
 
 STALL_SCRIPT = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=30, delay_times=1),
                             *SCRIPT["replies"][2:]]}

@@ -28,7 +28,7 @@ from dh_cli.util import new_session_id, now_iso
 from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 from .conftest import fixture_home
-from .test_bad_input import one_error
+from .helpers.cli import one_error
 from . import rig
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"

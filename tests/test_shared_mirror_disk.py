@@ -12,7 +12,7 @@ import pytest
 
 from dh_cli.mirror.shared_wire import server_pid
 
-from .test_disk_full import Run, limited_then_freed
+from .helpers.disk_full import Run, limited_then_freed
 from .helpers.processes import alive, threads
 from .helpers.wait import wait_until
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_bad_input import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
+from .helpers.nobody import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
 
 from dh_cli.logviews.logview import build_view
 from dh_cli.resume.rebuild import source_bytes

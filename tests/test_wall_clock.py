@@ -25,8 +25,9 @@ TEMPORARY_TEAM_FILES = {"test_live_world.py", "e2e/test_takeover_real.py", "test
 
 
 def _is_clock(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in CLOCKS and isinstance(node.func.value, ast.Name) and node.func.value.id == "time"
+    func = node.func if isinstance(node, ast.Call) else None
+    return isinstance(func, ast.Attribute) and func.attr in CLOCKS \
+        and isinstance(func.value, ast.Name) and func.value.id == "time"
 
 
 def _is_duration(node: ast.AST, names: set[str]) -> bool:
@@ -62,8 +63,8 @@ def _marked(decorators: list[ast.expr]) -> bool:
 def unmarked_bounds(source: str) -> list[int]:
     """Lines of upper wall-clock bounds in functions not marked `timing` (nor their module)."""
     tree = ast.parse(source)
-    module_marked = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
-                        and MARK in ast.unparse(n.value) for n in tree.body)
+    module_marked = any(isinstance(n, ast.Assign) and MARK in ast.unparse(n.value)
+                        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets) for n in tree.body)
     if module_marked:
         return []
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_real_harnesses import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
-                                           launched_pid, leftover_processes, read, session_of,
-                                           spawn_dh, wait_for_sleep, wait_until_logged)
+from tests.helpers.real_runs import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
+                                     launched_pid, leftover_processes, read, session_of, spawn_dh,
+                                     wait_for_sleep, wait_until_logged)
 from tests.rig import HARNESSES, SCRIPT
 
 R = SCRIPT["replies"]

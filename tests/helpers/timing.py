@@ -56,7 +56,7 @@ def run_apart(session) -> None:
     """pytest_sessionfinish in the controller (or a run without xdist): the serial run."""
     config = session.config
     ids = sorted(set(config.stash.get(_stash, [])))
-    if hasattr(config, "workeroutput") or not ids or session.shouldstop:
+    if hasattr(config, "workeroutput") or not ids or session.shouldstop or config.option.collectonly:
         return
     failed = _run(config, ids)
     if failed:
