@@ -3,6 +3,8 @@ journaled: what the export and log-reading tests show."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dh_cli.worlds.local import LocalWorld
@@ -25,14 +27,21 @@ CRASH_EVENTS = [
 ]
 
 
-@pytest.fixture
-def crashed(tmp_path, run_dh):
-    """An imported real Claude Code session with a crash, a repair and a resume journaled."""
+def import_killed_resumed(tmp_path, run_dh) -> tuple[LocalWorld, str, Path]:
+    """The real Claude Code session that was killed and resumed, imported into a fresh log:
+    (the log, the session's id, the harness home)."""
     home = fixture_home("claude-code", "killed-resumed", tmp_path)
     assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
     world = LocalWorld()
     (session,) = world.list_sessions()
+    return world, session["id"], home
+
+
+@pytest.fixture
+def crashed(tmp_path, run_dh):
+    """An imported real Claude Code session with a crash, a repair and a resume journaled."""
+    world, session_id, home = import_killed_resumed(tmp_path, run_dh)
     for type_, details, attempt, phase in CRASH_EVENTS:
-        world.add_event(session["id"], type_, details, attempt, phase)
-    return session["id"], home
+        world.add_event(session_id, type_, details, attempt, phase)
+    return session_id, home
 
