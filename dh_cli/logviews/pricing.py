@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from .tokens import Usage
+from ..tokens import Usage
 
 _MILLION = Decimal(1_000_000)
 _SUFFIX = re.compile(r"\[[^\]]*\]$")  # Claude Code's "claude-opus-4-8[1m]": a context variant
