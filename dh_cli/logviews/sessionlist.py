@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..pricing import Pricer, session_cost
+from .pricing import Pricer, session_cost
 from ..worlds.rows import decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
@@ -40,7 +40,7 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = first_prompt(world, row["id"], row["harness"])
         row["tokens"] = world.token_totals(row["id"])
-        row["cost"] = session_cost(world, row["id"], row["harness"], pricer)["usd"]
+        row["cost"] = session_cost(world, row["id"], pricer)["usd"]
     return rows
 
 

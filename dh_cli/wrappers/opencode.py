@@ -23,13 +23,12 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-# the row helpers live with the store; imported here so that wrappers.opencode keeps naming them
-from ..stores.opencode_rows import (drop_empty_assistant, latest_rows, repair_export,  # noqa: F401
-                                    row_data, row_key, row_order)
+from ..tokens import counts, whole
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
+from .opencode_rows import latest_rows, row_data, row_key, row_order
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 VALUE_FLAGS = frozenset({
@@ -40,6 +39,15 @@ RESUMING_FLAGS = {"-s", "--session", "-c", "--continue"}
 # what picks or names the session, or belongs to the first message only (files, a command)
 RESUME_DROP = RESUMING_FLAGS | {"--fork", "--title", "-f", "--file", "--command", "--prompt"}
 
+
+def opencode_usage(tokens: dict, cache: dict) -> dict:
+    """OpenCode's message tokens in dh's vocabulary (tokens.py): `input` is the uncached input
+    and `reasoning` is kept apart from `output` (its `total` adds the two), so the output
+    billed is their sum."""
+    reasoning = whole(tokens.get("reasoning"))
+    return counts(input=whole(tokens.get("input")), cache_read=whole(cache.get("read")),
+                  cache_write=whole(cache.get("write")),
+                  output=whole(tokens.get("output")) + reasoning, reasoning=reasoning)
 
 class OpenCodeWrapper(Wrapper):
     name = "opencode"
@@ -95,7 +103,7 @@ class OpenCodeWrapper(Wrapper):
         return home / "opencode.db" if home.is_dir() else home
 
     def discover(self, home: Path) -> list[NativeSession]:
-        from ..stores.opencode_db import list_sessions
+        from .opencode_db import list_sessions
 
         db = self.db_file(home)
         return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
@@ -105,7 +113,7 @@ class OpenCodeWrapper(Wrapper):
         """Session rows for cwd (`session.directory`) updated since `since`, oldest first.
         OpenCode's TUI prints no id, and `run` prints one only with the first model reply."""
         from ..errors import NativeStateError
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         if not db.exists():
@@ -119,7 +127,7 @@ class OpenCodeWrapper(Wrapper):
 
     def snapshot(self, home: Path, cwd: str) -> dict:
         from ..errors import NativeStateError
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         try:
@@ -131,7 +139,7 @@ class OpenCodeWrapper(Wrapper):
     def launched_session(self, home, cwd, since, before, resuming, claimed=lambda sid: False):
         """As for every harness, with the row's time_updated as the mark (the database file
         changes for every session in it)."""
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         try:
@@ -170,8 +178,7 @@ class OpenCodeWrapper(Wrapper):
         tokens = data.get("tokens")
         if isinstance(tokens, dict):
             cache = tokens.get("cache") or {}
-            parsed.usage = {"input": tokens.get("input", 0), "output": tokens.get("output", 0),
-                            "cache_read": cache.get("read", 0), "cache_write": cache.get("write", 0)}
+            parsed.usage = opencode_usage(tokens, cache)
 
     def _part(self, row: dict, data: dict, parsed: Parsed) -> None:
         parsed.parent_id = row.get("message_id")
