@@ -40,6 +40,7 @@ def run_checks(env: dict | None = None) -> list[Check]:
         checks.append(check_binary(wrapper, env))
         checks.append(check_home(wrapper, env))
     checks.extend(check_shims(list(REGISTRY.values()), env))
+    checks.append(check_disk(paths.db_path()))
     checks.append(check_log(paths.db_path()))
     checks.append(check_private(paths.db_path()))
     settings, config_check = check_config(env)
@@ -129,6 +130,19 @@ def check_shims(wrappers: list, env: dict) -> list[Check]:
 
 
 # the log ------------------------------------------------------------------------------------
+def check_disk(db: Path) -> Check:
+    """The disk holding the log: a full one makes every command that writes it fail."""
+    from .worlds.local_conn import disk_room, full_disk
+
+    free, wal = disk_room(db)
+    details = {"path": str(db.parent), "free": free, "wal": wal}
+    if problem := full_disk(db):
+        return Check("log disk", "fail", problem, {**details, "hint": "free some disk space"})
+    if free is None:
+        return Check("log disk", "skip", f"{db.parent} does not exist yet", details)
+    return Check("log disk", "ok", f"{free:,} bytes free under {db.parent}", details)
+
+
 def check_log(db: Path) -> Check:
     if not db.exists():
         return Check("log database", "warn", f"{db} does not exist yet (created on first use)",

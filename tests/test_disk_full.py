@@ -89,3 +89,43 @@ def test_full_tmpfs_then_space_returns(tmp_path):
         assert [e for e in run.events() if e.type == "log_write_failed"]
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_write_the_full_disk_refused_leaves_no_wal_holding_it(tmp_path):
+    """A big write (a snapshot's objects) fails on a full disk: its WAL frames would hold the
+    disk full after it, and the next command failed. The WAL is given back; the next command
+    works, and while the disk is full it says so in one line, as `dh doctor` does."""
+    import os
+    import sqlite3
+
+    mount = tmp_path / "small"
+    if not _mount_tmpfs(mount, "16m"):
+        pytest.skip("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)")
+    try:
+        home = mount / "dh-home"
+        env = {**os.environ, "DH_HOME": str(home)}
+        world = LocalWorld(home / "dh.db")
+        world.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as dh's checkpointer keeps it
+        blob = os.urandom(4 << 20)  # incompressible
+        with pytest.raises(sqlite3.OperationalError):
+            world._insert("ws_objects", {"hash": "a" * 64, "kind": "blob", "size": 0, "codec": 0,
+                                         "data": blob * 8})
+        assert os.path.getsize(home / "dh.db-wal") == 0  # nothing left holding the disk
+        world.close()
+        listed = subprocess.run([sys.executable, "-m", "dh_cli", "log", "list"], env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        filler = _fill(mount)
+        full = subprocess.run([sys.executable, "-m", "dh_cli", "log", "list"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        (line,) = full.stderr.strip().splitlines()
+        assert full.returncode == 3 and line.startswith("Error: the disk holding the log"), full.stderr
+        doctor = subprocess.run([sys.executable, "-m", "dh_cli", "doctor"], env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert "fail log disk: the disk holding the log" in doctor.stdout + doctor.stderr
+        filler.unlink()
+        again = subprocess.run([sys.executable, "-m", "dh_cli", "log", "list"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0, again.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

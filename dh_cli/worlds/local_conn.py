@@ -77,6 +77,32 @@ def _create_private(path: Path) -> bool:
 PAGE_SIZE = 4096
 
 
+FULL_BELOW = 1024 * 1024  # free bytes under which the log's disk counts as full
+
+
+def disk_room(path: Path) -> tuple[int | None, int]:
+    """(free bytes on the disk holding the log, or None when unknown; bytes its WAL holds)."""
+    try:
+        stat = os.statvfs(Path(path).parent)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        free = None
+    try:
+        wal = os.path.getsize(f"{path}-wal")
+    except OSError:
+        wal = 0
+    return free, wal
+
+
+def full_disk(path: Path) -> str | None:
+    """One line on a full disk under the log (None: it is not full)."""
+    free, wal = disk_room(path)
+    if free is None or free >= FULL_BELOW:
+        return None
+    return (f"the disk holding the log {path} is full ({free:,} bytes free; the log's WAL "
+            f"holds {wal:,} bytes)")
+
+
 def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
     """The dh error an SQLite error of the log at `path` is reported as."""
     text = str(exc)
@@ -90,7 +116,8 @@ def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
         return LogDbError(f"cannot write the log {path} ({text})",
                           hint="check the file's permissions and the free disk space")
     if "full" in text or "disk I/O" in text:
-        return LogDbError(f"cannot write the log {path} ({text})",
+        problem = full_disk(path)
+        return LogDbError(f"{problem}: {text}" if problem else f"cannot write the log {path} ({text})",
                           hint="free some disk space; what is already logged is kept")
     return LogDbError(f"log database error: {text} ({path})")
 
@@ -206,9 +233,20 @@ class LocalConnection:
                 self.checkpointer.committed()
         except BaseException as exc:
             self._roll_back()
+            if isinstance(exc, sqlite3.OperationalError) and ("full" in str(exc) or "I/O" in str(exc)):
+                self._give_back_wal()
             if isinstance(exc, sqlite3.IntegrityError):  # a key the log already holds
                 raise LogConflict(f"the log refused the change ({exc})") from None
             raise
+
+    def _give_back_wal(self) -> None:
+        """After a write the full disk refused: the WAL's pages go back to the database file
+        and the WAL is cut to nothing, so it does not keep the disk full for what comes next
+        (a snapshot's failed write left a WAL that made the next `dh run` fail)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass
 
     def _roll_back(self) -> None:
         # SQLite may have rolled back already (disk full, I/O error): then there is
