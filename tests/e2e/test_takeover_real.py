@@ -168,6 +168,7 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         # A comes back once B finished: its plain resume, no world in its config, asks the
         # world the session replicated to, launches nothing and says where the session went
         del a.env["DH_WORLD"]
+        wait(lambda: lease_free(pg_url, sid), TTL + 30, "B's lease to end")
         asked, launches = len(server.main_requests()), launched_count(a, sid)
         back = a.dh("resume", sid)
         assert back.returncode == 4, back.stderr.decode()
@@ -187,6 +188,16 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         assert set(raws) <= {r for rs in in_world.values() for r in rs}, relpath
     assert any(b"All done." in r for rs in in_world.values() for r in rs)
     check_rebuild_from_the_world(tmp_path, server, installed, pg_url, b, sid)
+
+
+def lease_free(url: str, sid: str) -> bool:
+    from dh_cli.worlds.takeover import seconds_left
+
+    world = remote(url)
+    try:
+        return seconds_left(world, sid) is None
+    finally:
+        world.close()
 
 
 def launched_count(rig: Rig, sid: str) -> int:
