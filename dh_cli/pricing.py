@@ -77,6 +77,11 @@ def _lookup(model: str):
 def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = None) -> dict:
     """The session's model calls priced: total USD (None when no call could be priced), and
     the calls and models the table does not know."""
+    return calls_cost(world.model_call_tokens(session_id), harness, pricer)
+
+
+def calls_cost(calls, harness: str, pricer: Pricer | None = None) -> dict:
+    """`session_cost` of the calls given as (model, tokens in, out, cache read, cache write)."""
     from .errors import UnknownHarness
     from .wrappers import get
 
@@ -86,14 +91,32 @@ def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = N
     except UnknownHarness:  # a harness this dh does not know: its calls are not priced
         return {"usd": None, "unpriced_calls": 0, "unpriced_models": []}
     total, unpriced, models = 0.0, 0, set()
-    for model, tokens_in, out, cache_read, cache_write in world.model_call_tokens(session_id):
-        cost = pricer.cost(model, {"input": tokens_in, "output": out, "cache_read": cache_read,
-                                   "cache_write": cache_write}, includes)
-        if cost is None:
-            unpriced += 1
+    for model, of_model in _by_model(calls).items():
+        if not pricer.known(model):
+            unpriced += len(of_model)
             models.add(model or "unknown")
-        else:
-            total += cost
+            continue
+        for tokens_in, out, cache_read, cache_write in _linear_sum(pricer, model, of_model, includes):
+            total += pricer.cost(model, {"input": tokens_in, "output": out, "cache_read": cache_read,
+                                         "cache_write": cache_write}, includes)
     priced = not unpriced or total > 0
     return {"usd": round(total, 6) if priced else None, "unpriced_calls": unpriced,
             "unpriced_models": sorted(models)}
+
+
+def _by_model(calls) -> dict:
+    found: dict = {}
+    for model, *tokens in calls:
+        found.setdefault(model, []).append([t or 0 for t in tokens])
+    return found
+
+
+def _linear_sum(pricer: Pricer, model, calls: list[list[int]], includes: bool) -> list:
+    """The calls of one model summed into one when their cost is linear in the tokens (a flat
+    price, and no call with more cache than input where input includes the cache); else each
+    call as it is. Call by call, in Decimal, 10,008 sessions took 0.36 s to price."""
+    if not isinstance(pricer._prices(model), _Rates):
+        return calls
+    if includes and any(c[0] < c[2] + c[3] for c in calls):
+        return calls
+    return [[sum(column) for column in zip(*calls)]]
