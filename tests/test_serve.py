@@ -16,18 +16,12 @@ import pytest
 
 from dh_cli.worlds.local import LocalWorld
 
-from .helpers.serve import API_KEY, ROOT, Served, fixed_log
+from .helpers.serve import API_KEY, ROOT, Served, serve_fixed_log
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("serve")
-    dh_home = tmp / "dh-home"
-    ids = fixed_log(dh_home, tmp)
-    env = {**os.environ, "DH_HOME": str(dh_home), "XDG_CONFIG_HOME": str(tmp / "xdg")}
-    server = Served(env)
-    yield server, ids, dh_home
-    server.stop()
+    yield from serve_fixed_log(tmp_path_factory)
 
 
 def get(server, path: str, **kw) -> httpx.Response:
@@ -87,6 +81,14 @@ def test_the_stream_masks_what_it_sends(served):
     events = read_events(server, f"/s/{ids['hostile']}/events?after=0.0", want=3)
     text = json.dumps(events)
     assert API_KEY not in text and "sk-ant-api03-***" in text
+
+
+def test_a_session_page_marks_each_attempt_crash_repair_resume_and_takeover(served):
+    server, ids = served[0], served[1]
+    page = get(server, f"/s/{ids['crashed']}").text
+    kinds = re.findall(r'<li class="mark (\w+)" data-kind', page)
+    assert kinds == ["attempt", "crash", "resume", "repair", "attempt", "exit", "takeover"]
+    assert '<table class="attempts"' in page and "<td class=\"num\">3</td>" in page  # calls kept
 
 
 def test_the_list_filters_by_harness_state_folder_and_time(served):

@@ -36,6 +36,8 @@ CRASH_EVENTS = [
     ("launch", {"argv": ["claude", "--resume", "x"]}, 2, "intent"),
     ("exited", {"code": 0, "signal": None}, 2, "outcome"),
     ("state", {"from": "RUNNING", "to": "EXITED", "outcome": "finished"}, 2, "info"),
+    ("takeover", {"from_host": "host-a", "from_epoch": 1, "host": "host-b", "epoch": 2,
+                  "by": "dh worker"}, 3, "info"),
 ]
 
 
@@ -100,3 +102,18 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
     reader.start()
     reader.join(timeout)
     return got[0] if got else ""
+
+
+def serve_fixed_log(tmp_path_factory):
+    """The module fixture of the serve tests: (Served, ids, DH_HOME) over fixed_log."""
+    tmp = tmp_path_factory.mktemp("serve")
+    dh_home = tmp / "dh-home"
+    ids = fixed_log(dh_home, tmp)
+    server = Served({**os.environ, "DH_HOME": str(dh_home), "XDG_CONFIG_HOME": str(tmp / "xdg")})
+    yield server, ids, dh_home
+    server.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
