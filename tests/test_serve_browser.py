@@ -164,3 +164,16 @@ def test_a_stream_closed_and_reopened_misses_nothing(running, page):
 
 def _seq_at_load(page) -> int:
     return int(page.locator("body").get_attribute("data-stream").split(".")[-1])
+
+
+def test_the_readme_pictures_are_made_by_their_command(tmp_path):
+    import struct
+
+    from .helpers.screenshot import SHOTS, screenshots
+
+    made = screenshots(tmp_path / "docs", tmp_path / "work")
+    assert [p.name for p in made] == list(SHOTS)
+    for path in made:
+        width = struct.unpack(">I", path.read_bytes()[16:20])[0]  # the PNG header's width
+        assert width == SHOTS[path.name][1]
+        assert (Path(__file__).parent.parent / "docs" / path.name).exists()
