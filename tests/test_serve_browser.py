@@ -7,7 +7,6 @@ and reopened misses no record."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from tests.require import skip_if_missing
 from .fakes.model_server import FakeModelServer
 from .helpers.serve import CHROMIUM, CHROMIUM_ARGS, Served, serve_fixed_log
 from .rig import SCRIPT, Rig
-from .test_dh_kill import HarnessWatch, spawn_run
+from .helpers.kill import HarnessWatch, spawn_run
+from .helpers.wait import wait_until
 
 pytestmark = [pytest.mark.browser,
               skip_if_missing(not Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
@@ -151,12 +151,11 @@ def test_a_stream_closed_and_reopened_misses_nothing(running, page):
         "SELECT id FROM records WHERE session_id = ? AND id > ? ORDER BY id", [sid, after])]
     events = [f"e{e.seq}" for e in world.events(sid)]
     world.close()
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while time.monotonic() < deadline:
+    def all_records() -> list[str] | None:
         shown = page.locator("#feed li").evaluate_all("items => items.map(i => i.dataset.id)")
-        if len(shown) >= len(wanted):
-            break
-        time.sleep(0.2)
+        return shown if len([i for i in shown if not i.startswith("e")]) >= len(wanted) else None
+
+    shown = wait_until(all_records, "every record in the feed", WAIT_MS / 1000, 0.2)
     records = [i for i in shown if not i.startswith("e")]
     assert records == wanted
     assert set(events) - set(shown) <= {e for e in events if int(e[1:]) <= _seq_at_load(page)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from dh_cli.logviews.sessionlist import ListFilter, list_sessions, short_prefixes
-from dh_cli.pricing import calls_cost
+from dh_cli.logviews.pricing import calls_cost
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..pricing import Pricer, calls_cost
+from .pricing import Pricer, calls_cost
 from ..worlds.rows import decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids

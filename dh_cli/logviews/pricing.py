@@ -82,8 +82,8 @@ def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = N
 
 def calls_cost(calls, harness: str, pricer: Pricer | None = None) -> dict:
     """`session_cost` of the calls given as (model, tokens in, out, cache read, cache write)."""
-    from .errors import UnknownHarness
-    from .wrappers import get
+    from ..errors import UnknownHarness
+    from ..wrappers import get
 
     pricer = pricer or Pricer()
     try:
