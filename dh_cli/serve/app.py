@@ -31,7 +31,7 @@ class Options:
     stream_seconds: float = 300.0  # a stream's lifetime (the browser reconnects from its cursor)
 
 
-def create_app(options: Options) -> Starlette:
+def create_app(options: Options) -> GuardMiddleware:
     routes = [
         Route("/", _handler(options, _sessions)),
         Route("/rows", _handler(options, _rows)),
@@ -43,9 +43,8 @@ def create_app(options: Options) -> Starlette:
         Route("/static/trace.css", _trace_css),
         Route("/static/{name}", _static),
     ]
-    app = Starlette(routes=routes)
-    app.add_middleware(GuardMiddleware, guard=options.guard)
-    return app
+    # the guard outermost: even a 500 answered by Starlette's error layer carries its headers
+    return GuardMiddleware(Starlette(routes=routes), options.guard)
 
 
 def _handler(options: Options, endpoint):

@@ -113,7 +113,7 @@ def _with_states(world, rows: list[dict], holdings: dict) -> list[dict]:
 def session_page(world, ref: str, page: int, link) -> dict:
     """The trace page of one session as `dh log export --format html` draws it, masked, with
     its attempts, workspace snapshots (and their files) and the live cursor to start from."""
-    from ..documents.build import documents_of
+    from ..logviews.export import documents_of
     from ..logviews.trace import session_trace
     from ..logviews.tracehtml import body
 
