@@ -167,6 +167,8 @@ def test_with_a_token_every_request_must_carry_it(served):
         moved = httpx.get(f"{base}/?harness=pi&token={token}", timeout=30)
         assert moved.status_code == 303 and moved.headers["location"] == "/?harness=pi"
         assert "HttpOnly" in moved.headers["set-cookie"] and "SameSite=Strict" in moved.headers["set-cookie"]
+        elsewhere = httpx.get(f"{base}//attacker.example/?token={token}", timeout=30)
+        assert elsewhere.headers["location"] == "/attacker.example/"  # a path here, not a host
         cookie = moved.headers["set-cookie"].split(";")[0]
         assert httpx.get(base + "/", headers={"Cookie": cookie}, timeout=30).status_code == 200
         assert httpx.get(base + "/", headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code == 200

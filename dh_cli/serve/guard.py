@@ -21,7 +21,7 @@ import ipaddress
 import secrets
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from ..errors import UsageError
 
@@ -160,7 +160,8 @@ async def _plain(send, status: int, text: str) -> None:
 async def _to_cookie(send, path: str, query: dict, token: str) -> None:
     """The token from the URL into a cookie, and the same URL without it."""
     rest = urlencode({k: v for k, v in query.items() if k != "token"})
-    location = path + ("?" + rest if rest else "")
+    path = "/" + path.lstrip("/")  # never `//elsewhere`: a location on this server only
+    location = quote(path, safe="/:@!$&'()*+,;=-._~%") + ("?" + rest if rest else "")
     cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
     await send({"type": "http.response.start", "status": 303,
                 "headers": [(b"location", location.encode("latin-1")),
