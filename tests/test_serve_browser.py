@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.require import skip_if_missing
 
@@ -86,6 +87,33 @@ def test_a_hostile_record_runs_nothing(served, page):
     assert page.locator("text=<script>document.title").count() >= 1  # shown as text
 
 
+def test_the_list_shows_a_new_session_without_a_reload(tmp_path, page):
+    from .helpers.serve import ROOT, fixed_log
+    from .fakes.many_sessions import FIXTURES
+
+    import os
+    import subprocess
+    import sys
+
+    dh_home = tmp_path / "dh-home"
+    fixed_log(dh_home, tmp_path)
+    env = {**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}
+    server = Served(env)
+    try:
+        page.goto(server.base + "/")
+        page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+        before = page.locator("#rows tr[data-id]").count()
+        page.evaluate("window.sameDocument = true")
+        subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home",
+                        str(FIXTURES / "claude-code" / "todowrite" / "claude-config")], env=env, check=True)
+        # (no wait_for_function: its polling evaluates strings, which the page's policy forbids)
+        expect(page.locator("#rows tr[data-id]")).to_have_count(before + 1, timeout=WAIT_MS)
+        assert page.evaluate("window.sameDocument") is True
+        assert page.locator("#count").inner_text().startswith(str(before + 1))
+    finally:
+        server.stop()
+
+
 # live, under `dh run` ------------------------------------------------------------------------------
 # reply #1 stalls until the harness is killed (once): the test decides when the crash happens
 STALLED = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=600, delay_times=1),
@@ -131,8 +159,7 @@ def test_a_crash_and_its_resume_appear_on_the_open_page(running, page):
     page.wait_for_selector(".trace-page #timeline .mark.resume", timeout=WAIT_MS)
     page.wait_for_selector("#feed li.mark.exited", timeout=WAIT_MS)
     assert run.wait(120) == 0
-    page.wait_for_function("document.querySelectorAll('.trace-page #timeline .mark.attempt').length >= 2",
-                           timeout=WAIT_MS)
+    expect(page.locator(".trace-page #timeline .mark.attempt")).to_have_count(2, timeout=WAIT_MS)
     assert page.evaluate("window.sameDocument") is True  # no reload happened
 
 

@@ -59,7 +59,7 @@ def filters_form(filters, harnesses: list[str]) -> str:
 def session_rows(page: dict, world_columns: bool) -> str:
     """The table body (also sent alone when the list changes)."""
     rows = [_row(r, world_columns) for r in page["rows"]]
-    return "".join(rows) or f'<tr class="empty"><td colspan="9">No sessions{" match" if page["total"] is not None else ""}.</td></tr>'
+    return "".join(rows) or '<tr class="empty"><td colspan="9">No sessions to show.</td></tr>'
 
 
 def _row(r: dict, world_columns: bool) -> str:
