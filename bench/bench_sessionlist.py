@@ -3,7 +3,8 @@
 tests/fakes/many_sessions.py), next to a baseline measured in the same run: a Python process
 that runs a plain SQL count of the same sessions' records (`SELECT s.id, COUNT(r.id) FROM
 sessions s LEFT JOIN records r ... GROUP BY s.id`). Goal: each under a second at 10,000.
-Median of --runs runs, output to /dev/null.
+Median of --runs runs, output to /dev/null; wall time and the child's CPU time (user + system,
+which a loaded machine inflates less than wall time).
 
 Run: python bench/bench_sessionlist.py [--sessions 500,2000,10000] [--runs 3]"""
 
@@ -29,13 +30,17 @@ COUNT = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(len(c.exe
          " GROUP BY s.id').fetchall()))")
 
 
-def median_wall(argv: list[str], env: dict, runs: int) -> float:
-    walls = []
+def median_run(argv: list[str], env: dict, runs: int) -> tuple[float, float]:
+    """(median wall seconds, median CPU seconds of the child: user + system, from wait4)."""
+    walls, cpus = [], []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, argv
         walls.append(time.perf_counter() - started)
-    return statistics.median(walls)
+        cpus.append(usage.ru_utime + usage.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -49,12 +54,14 @@ def main() -> None:
     dh = [sys.executable, "-m", "dh_cli"]
     for wanted in (int(n) for n in args.sessions.split(",")):
         count = copy_sessions(work / "dh.db", wanted)
-        base = median_wall([sys.executable, "-c", COUNT, str(work / "dh.db")], env, args.runs)
-        print(f"{count:,} sessions: baseline (plain SQL count) {base:.2f} s", flush=True)
+        base, base_cpu = median_run([sys.executable, "-c", COUNT, str(work / "dh.db")], env, args.runs)
+        print(f"{count:,} sessions: baseline (plain SQL count) {base:.2f} s wall, {base_cpu:.2f} s CPU",
+              flush=True)
         for name, argv in (("dh log list", dh + ["log", "list"]), ("dh", dh),
                            ("dh log search files", dh + ["log", "search", "files"])):
-            wall = median_wall(argv, env, args.runs)
-            print(f"  {name}: {wall:.2f} s ({wall / base:.1f}x baseline; goal < 1 s)", flush=True)
+            wall, cpu = median_run(argv, env, args.runs)
+            print(f"  {name}: {wall:.2f} s wall ({wall / base:.1f}x baseline), {cpu:.2f} s CPU"
+                  f" ({cpu / base_cpu:.1f}x); goal < 1 s", flush=True)
     shutil.rmtree(work)
 
 

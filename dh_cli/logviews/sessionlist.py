@@ -30,13 +30,17 @@ class ListFilter:
 
 def list_sessions(world, wanted: ListFilter) -> list[dict]:
     """Sessions, most recently active first, as plain dicts."""
-    cwd = wanted.cwd.rstrip("/") or "/" if wanted.cwd else None
-    under = _like_escape(cwd.rstrip("/")) + "/%" if cwd else None
-    rows = world.session_summaries(wanted.harness, wanted.state, cwd, under)
+    rows = world.session_summaries(wanted.harness, wanted.state, *folder_match(wanted.cwd))
     if wanted.since:
         rows = [r for r in rows if r["last_activity"] >= wanted.since]
     rows = rows[:wanted.limit] if wanted.limit is not None else rows
     return describe(world, rows)
+
+
+def folder_match(cwd: str | None) -> tuple[str | None, str | None]:
+    """(the folder, a LIKE pattern for the folders below it) of a `--cwd` filter."""
+    cwd = cwd.rstrip("/") or "/" if cwd else None
+    return cwd, _like_escape(cwd.rstrip("/")) + "/%" if cwd else None
 
 
 def describe(world, rows: list[dict]) -> list[dict]:

@@ -12,7 +12,7 @@ from itertools import islice
 from pathlib import Path
 
 from .. import liveness
-from ..logviews.sessionlist import describe, parse_since
+from ..logviews.sessionlist import describe, folder_match, parse_since
 from ..redact import clean, mask
 from ..worlds.local import LocalWorld
 
@@ -62,12 +62,8 @@ def shown_state(row: dict, here: str) -> str:
 
 
 def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
-    """One page of the list: {"rows", "total", "page", "pages", "hits"}, most recent first."""
-    from ..logviews.sessionlist import _like_escape  # one escape for both lists
-
-    folder = filters.folder.rstrip("/") or "/" if filters.folder else None
-    under = _like_escape(folder.rstrip("/")) + "/%" if folder else None
-    rows = world.session_summaries(filters.harness, None, folder, under)
+    """One page of the list: {"rows", "total", "page", "pages", "searched"}, most recent first."""
+    rows = world.session_summaries(filters.harness, None, *folder_match(filters.folder))
     if filters.since:
         since = parse_since(filters.since)
         rows = [r for r in rows if r["last_activity"] >= since]
