@@ -8,7 +8,10 @@ from __future__ import annotations
 import sqlite3
 
 from dh_cli.logviews.sessionlist import ListFilter, list_sessions, short_prefixes
-from dh_cli.logviews.pricing import calls_cost
+import pytest
+
+from dh_cli.logviews.pricing import Pricer, session_cost
+from dh_cli.tokens import Usage
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
@@ -24,9 +27,7 @@ def _import_all(run_dh, tmp_path) -> None:
 
 def _view_calls(world, session_id: str) -> list[tuple]:
     """The calls as the model_calls view (the log's documented query) counts them."""
-    return world.conn.execute(
-        "SELECT model, tokens_in, tokens_out, tokens_cache_read, tokens_cache_write"
-        " FROM model_calls WHERE session_id = ?", [session_id]).fetchall()
+    return list(world.model_call_tokens(session_id))
 
 
 def _log_an_update_of_an_opencode_message(world) -> None:
@@ -42,6 +43,15 @@ def _log_an_update_of_an_opencode_message(world) -> None:
     conn.commit()
 
 
+def _call_by_call(calls: list[tuple]) -> float | None:
+    """The calls priced one by one (the list prices a flat-priced model's calls summed)."""
+    pricer, costs = Pricer(), []
+    for model, *counted in calls:
+        costs.append(pricer.cost(model, Usage(*(c or 0 for c in counted))))
+    known = [c for c in costs if c is not None]
+    return round(sum(known), 6) if known else None
+
+
 def test_the_list_counts_each_call_as_the_view_does(run_dh, tmp_path):
     _import_all(run_dh, tmp_path)
     world = LocalWorld()
@@ -53,7 +63,10 @@ def test_the_list_counts_each_call_as_the_view_does(run_dh, tmp_path):
         assert calls, row["harness"]
         assert row["tokens"] == world.token_totals(row["id"])
         assert row["tokens"]["model_calls"] == len(calls)
-        assert row["cost"] == calls_cost(calls, row["harness"])["usd"]
+        assert row["cost"] == session_cost(world, row["id"])["usd"]
+        expected = _call_by_call(calls)
+        assert (row["cost"] is None) == (expected is None)
+        assert expected is None or row["cost"] == pytest.approx(expected, abs=1e-6)
 
 
 def test_a_rewritten_source_counts_only_its_latest_generation(run_dh, tmp_path):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..tokens import KINDS
 from .pricing import Pricer, calls_cost
 from ..worlds.rows import decode_raw
 
@@ -56,15 +57,15 @@ def describe(world, rows: list[dict]) -> list[dict]:
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = titles[row["id"]]
         row["tokens"] = call_totals(found)
-        row["cost"] = calls_cost(found, row["harness"], pricer)["usd"]
+        row["cost"] = calls_cost(found, pricer)["usd"]
     return rows
 
 
 def call_totals(calls: list[tuple]) -> dict:
-    """Token totals of (model, in, out, cache read, cache write) calls, as token_totals has them."""
-    return {"input": sum(c[1] or 0 for c in calls), "output": sum(c[2] or 0 for c in calls),
-            "cache_read": sum(c[3] or 0 for c in calls),
-            "cache_write": sum(c[4] or 0 for c in calls), "model_calls": len(calls)}
+    """Token totals of calls given as (model, then the counts of tokens.KINDS), as
+    token_totals has them."""
+    sums = [sum(column) for column in zip(*(c[1:] for c in calls))] or [0] * len(KINDS)
+    return {**dict(zip(KINDS, sums)), "model_calls": len(calls)}
 
 
 def short_prefixes(world, wanted: list[str] | None = None) -> dict[str, str]:

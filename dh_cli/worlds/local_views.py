@@ -26,19 +26,12 @@ _SESSION_SUMMARIES = """
       AND (:cwd IS NULL OR s.cwd = :cwd OR s.cwd LIKE :under ESCAPE '\\')
     ORDER BY last_activity DESC, s.id DESC"""
 
-# Each model call once, as the model_calls view counts them (the latest generation of each
-# source; an OpenCode message row is logged at each update and its last version wins, which
-# the caller keeps: rows come in offset order). The view, asked for one session, numbers the
-# calls of every session first: 1.3 s per session with 10,008 of them, so a list of them all
-# was quadratic (46 s for 2,000).
+# The model calls of many sessions, as the model_calls view counts them (one read of the view
+# for the list, in place of one per session).
 _CALL_ROWS = """
-    SELECT r.session_id, r.source_id, o.kind = 'opencode', r.msg_id, r.model, r.tokens_in,
-           r.tokens_out, r.tokens_cache_read, r.tokens_cache_write
-    FROM records r JOIN sources o ON o.id = r.source_id
-    WHERE r.tokens_in IS NOT NULL {where}
-      AND r.generation = (SELECT MAX(x.generation) FROM records x WHERE x.source_id = r.source_id)
-    ORDER BY r.source_id, r.generation, r."offset"
-"""
+    SELECT session_id, model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),
+           COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),
+           tokens_reasoning FROM model_calls {where}"""
 
 
 _FIRST_SOURCE_PROMPTS = f"""
@@ -50,18 +43,10 @@ _FIRST_SOURCE_PROMPTS = f"""
 """
 
 
-def _calls_once(rows) -> dict[str, list[tuple]]:
-    """session id -> its calls as (model, in, out, cache read, cache write), each counted once."""
+def _by_session(rows) -> dict[str, list[tuple]]:
     calls: dict[str, list[tuple]] = {}
-    versions: dict[tuple, int] = {}  # (source, message) -> where its call is in its list
-    for session_id, source_id, versioned, msg_id, *call in rows:
-        found = calls.setdefault(session_id, [])
-        if versioned and (source_id, msg_id) in versions:
-            found[versions[source_id, msg_id]] = tuple(call)  # a later version replaces it
-            continue
-        if versioned:
-            versions[source_id, msg_id] = len(found)
-        found.append(tuple(call))
+    for session_id, *call in rows:
+        calls.setdefault(session_id, []).append(tuple(call))
     return calls
 
 
@@ -95,14 +80,15 @@ class LocalViews:
         return self.conn.execute(_FIRST_SOURCE_PROMPTS.format(where=where), args)
 
     def calls_by_session(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
-        """Each session's model calls (all sessions', or those named), each counted once."""
+        """session id -> (model, then the counts of tokens.KINDS) of each of its model calls:
+        every session's, or those named."""
         if session_ids is None:
-            return _calls_once(self.conn.execute(_CALL_ROWS.format(where="")))
+            return _by_session(self.conn.execute(_CALL_ROWS.format(where="")))
         found: dict[str, list[tuple]] = {}
         for at in range(0, len(session_ids), 500):  # SQLite's limit on bound values
             part = session_ids[at:at + 500]
-            where = f"AND r.session_id IN ({', '.join('?' * len(part))})"
-            found.update(_calls_once(self.conn.execute(_CALL_ROWS.format(where=where), part)))
+            where = f"WHERE session_id IN ({', '.join('?' * len(part))})"
+            found.update(_by_session(self.conn.execute(_CALL_ROWS.format(where=where), part)))
         return found
 
     def ts_range(self, session_id: str) -> tuple[int | None, int | None]:
@@ -110,9 +96,26 @@ class LocalViews:
         return self.conn.execute("SELECT MIN(ts), MAX(ts) FROM records WHERE session_id = ?",
                                  [session_id]).fetchone()
 
-    def model_call_tokens(self, session_id: str) -> list[tuple]:
-        """(model, tokens in, out, cache read, cache write) of each model call."""
-        return self.calls_by_session([session_id]).get(session_id, [])
+    def model_call_tokens(self, session_id: str) -> Iterator[tuple]:
+        """(model, then the counts of tokens.KINDS) of each model call."""
+        return self.conn.execute(
+            "SELECT model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),"
+            " COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),"
+            " tokens_reasoning FROM model_calls WHERE session_id = ?", [session_id])
+
+    def model_call_usage(self) -> Iterator[tuple]:
+        """(session id, harness, at, model, then the counts of tokens.KINDS, then the session's
+        native id) of every model call in the log."""
+        return self.conn.execute(
+            "SELECT m.session_id, m.harness, m.at, m.model, COALESCE(m.tokens_in, 0),"
+            " COALESCE(m.tokens_cache_read, 0), COALESCE(m.tokens_cache_write, 0),"
+            " m.tokens_cache_write_1h, COALESCE(m.tokens_out, 0), m.tokens_reasoning,"
+            " s.harness_session_id FROM model_calls m JOIN sessions s ON s.id = m.session_id")
+
+    def model_call_offsets(self, source_id: int) -> set[int]:
+        """The offsets of the source's records that the log counts as model calls."""
+        return {row[0] for row in self.conn.execute(
+            'SELECT "offset" FROM model_calls WHERE source_id = ?', [source_id])}
 
     def last_turn_start(self, source_id: int, generation: int | None) -> int | None:
         """The offset of the last record marked as opening a turn."""
