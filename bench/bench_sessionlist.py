@@ -6,6 +6,11 @@ sessions s LEFT JOIN records r ... GROUP BY s.id`). Goal: each under a second at
 Median of --runs runs, output to /dev/null; wall time and the child's CPU time (user + system,
 which a loaded machine inflates less than wall time).
 
+Measured 2026-12-02 on a shared 2-core machine (load 6-8), CPU seconds, median of 3:
+10,001 sessions: dh log list 3.02 (baseline 0.14), dh 0.82, dh log search 0.50; 505 sessions:
+1.06, 0.54, 0.53. Before (same machine, earlier run): 505 sessions' dh log list 34.6 s wall.
+Reading the model_calls view for every session is 1.0 s of the list of 10,001.
+
 Run: python bench/bench_sessionlist.py [--sessions 500,2000,10000] [--runs 3]"""
 
 from __future__ import annotations
