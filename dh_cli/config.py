@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # bound by _schema() when a value is validated; the annotatio
     from annotated_types import Ge, Gt
 
 Replay = Literal["safe", "never"]
+OnLimit = Literal["wait", "stop"]
 FORBID = {"extra": "forbid"}  # pydantic's config of each dataclass: an unknown key is an error
 
 
@@ -79,6 +80,14 @@ class Settings:
         "Seconds a tool command may run on after its harness died.", default=3.0)
     continue_prompt: str = _about("The prompt dh sends when it resumes a headless session.",
                                   default="Continue from where you left off.")
+    on_limit: OnLimit = _about(
+        "When the provider refuses a turn for a usage or rate limit: wait (for its reset, then go on) or stop.",
+        default="wait")
+    limit_spacing: Annotated[float, Gt(0)] = _about(
+        "Seconds at least between two launches while waiting on a limit (doubled while it lasts, up to 900).",
+        default=60.0)
+    limit_max_wait: Annotated[float, Gt(0)] = _about(
+        "Seconds dh waits on a limit at most before it stops the session (resumable).", default=21600.0)
     restart: Restart = field(default_factory=Restart)
     replay: dict[str, Replay] = _about("Replay classes, e.g. Bash=never,Read=safe.",  # tool name (lower case) -> class
                                        default_factory=dict)
@@ -109,6 +118,9 @@ ENV_KEYS = {
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",
     "DH_CONTINUE_PROMPT": "continue_prompt",
+    "DH_ON_LIMIT": "on_limit",
+    "DH_LIMIT_SPACING": "limit_spacing",
+    "DH_LIMIT_MAX_WAIT": "limit_max_wait",
     "DH_MAX_RESTARTS": "restart.max_restarts",
     "DH_START_SECS": "restart.start_secs",
     "DH_BACKOFF_CAP": "restart.backoff_cap",

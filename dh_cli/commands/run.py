@@ -11,7 +11,7 @@ from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
 from ..resume.replay import parse_overrides
-from ..resume.plan import resume_session, start_run
+from ..resume.plan import resume_session, start_run, wait_for_reset
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
@@ -25,24 +25,28 @@ WorldOpt = Annotated[Optional[str], typer.Option("--world", help="Replicate the 
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
+OnLimitOpt = Annotated[Optional[str], typer.Option("--on-limit", help="wait|stop: when the provider refuses the turn for a usage or rate limit, wait for its reset and go on (default), or stop")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt sent on resume (default: continue where it left off)")]
 
 
 def _options(stall, restarts, grace, replay, supervise=True, world=None, url=None, ttl=None,
-             lease=None, adopt_epoch=None) -> RunOptions:
+             lease=None, adopt_epoch=None, on_limit=None) -> RunOptions:
     """Flags given on the command line win over the environment, the config file and the
     defaults (None means "not given"); see dh_cli/config.py."""
-    flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
+    flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace,
+             "on_limit": on_limit}
     flags.update({f"replay.{tool}": cls for tool, cls in parse_overrides(replay or []).items()})
     from ..config import load as load_config  # pydantic: imported by the commands that need it
 
     s = load_config(flags).settings
     policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
-                          backoff_cap=s.restart.backoff_cap)
+                          backoff_cap=s.restart.backoff_cap, limit_spacing=s.limit_spacing,
+                          limit_cap=max(s.limit_spacing, PolicyConfig.limit_cap),
+                          limit_max_wait=s.limit_max_wait)
     return RunOptions(cwd=os.getcwd(), env=default_env(),
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
-                      supervise=supervise, notice=output.note,
+                      supervise=supervise, on_limit=s.on_limit, notice=output.note,
                       link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 
@@ -63,6 +67,7 @@ def run_command(
     world_name: WorldOpt = None,
     url: UrlOpt = None,
     lease_ttl: LeaseTtlOpt = None,
+    on_limit: OnLimitOpt = None,
 ) -> None:
     """Run a harness under supervision: log its session live and resume it after a crash.
 
@@ -74,7 +79,7 @@ def run_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh run HARNESS --world postgres --url URL -- ...")
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, world=world_name, url=url,
-                    ttl=lease_ttl)
+                    ttl=lease_ttl, on_limit=on_limit)
     if not os.path.isdir(opts.cwd):
         raise NativeStateError(f"the working directory {opts.cwd} does not exist")
     raise typer.Exit(start_run(LocalWorld(), harness, list(args or []), opts))
@@ -96,6 +101,8 @@ def resume_command(
     steal: Annotated[bool, typer.Option("--steal", help="With --world: end another holder's live lease (the epoch moves on, its writes are refused) instead of refusing")] = False,
     wait: Annotated[Optional[float], typer.Option("--wait", help="With --world: wait up to this many seconds for another holder's lease to end")] = None,
     lease_epoch: LeaseEpochOpt = None,
+    on_limit: OnLimitOpt = None,
+    at_reset: Annotated[bool, typer.Option("--at-reset", help="A session stopped on a provider's limit: wait for the reset dh recorded, then resume")] = False,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
@@ -123,8 +130,10 @@ def resume_command(
     failure = None
     try:
         live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else {}
+        if at_reset:
+            _at_reset(world, session)
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
-                tool_grace, replay, no_supervise, workspace, live)
+                tool_grace, replay, no_supervise, workspace, live, on_limit)
     except typer.Exit:
         raise
     except BaseException as exc:  # failed before its supervisor ran: the session is not ended
@@ -137,11 +146,19 @@ def resume_command(
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
 
+def _at_reset(world, session: str) -> None:
+    try:
+        wait_for_reset(world, world.find_session(session).id, output.note)
+    except KeyboardInterrupt:
+        output.note("dh: stopped waiting; nothing was resumed")
+        raise typer.Exit(130) from None
+
+
 def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,
-            replay, no_supervise, workspace=None, live=None) -> None:
+            replay, no_supervise, workspace=None, live=None, on_limit=None) -> None:
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
-                    **(live or {}))
+                    on_limit=on_limit, **(live or {}))
     if workspace not in (None, "keep", "restore"):
         raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
     from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed

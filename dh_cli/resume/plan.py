@@ -16,6 +16,7 @@ from ..util import scrub
 from ..supervisor import launch
 from ..supervisor.spec import LaunchSpec, RunOptions
 from ..supervisor.runner import Supervisor
+from ..supervisor.waiting import clock_time, span
 from ..supervisor.watchers import prepare_sync
 from ..versions import note_version
 from ..wrappers import get as get_wrapper
@@ -135,6 +136,13 @@ class Relauncher:
         state = self.wrapper.turn_state(current_turn(self.world, session, sources[0]))
         return state.opener, state.complete
 
+    def limit(self, session: Session, now: float):
+        """The provider's limit that ended the log's current turn (Wrapper.limit_from)."""
+        sources = self.world.sources(session.id)
+        if not sources:
+            return None
+        return self.wrapper.limit_from(current_turn(self.world, session, sources[0]), now)
+
     def plan(self, session: Session, spec: LaunchSpec, attempt: int, tools) -> RelaunchPlan:
         return plan_relaunch(self.world, self.wrapper, session, spec, self.opts, by="dh run",
                              attempt=attempt, tools=tools)
@@ -167,6 +175,33 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         # before it learnt either, by cwd and time since the session began), then logged.
         session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
         return _resume_now(world, wrapper, session, prompt, opts, spec)
+
+
+def limit_reset(world, session_id: str) -> float | None:
+    """When the provider's limit the session last met goes away (epoch seconds): the time
+    its supervisor was waiting for, else the reset the harness told; None if neither."""
+    for event in reversed(world.events(session_id)):
+        if event.type == events.STATE and event.details.get("to") == "WAITING":
+            return event.details.get("until")
+        if event.type == events.LIMIT:
+            return event.details.get("reset_at")
+    return None
+
+
+def wait_for_reset(world, session_id: str, notice, clock=None) -> None:
+    """`dh resume --at-reset`: sleep until the session's limit resets (at once when it has
+    passed or is unknown, with a line saying so). Ctrl-C ends the wait and dh with it."""
+    import time
+
+    reset = limit_reset(world, session_id)
+    now = time.time()
+    if reset is None or reset <= now:
+        notice(f"dh: session {session_id} has no limit to wait for" if reset is None
+               else f"dh: session {session_id}'s limit has reset; resuming now")
+        return
+    notice(f"dh: waiting for session {session_id}'s limit to reset: going on at {clock_time(reset)}, "
+           f"in {span(reset - now)} · Ctrl-C stops")
+    (clock or time).sleep(reset - now)
 
 
 def resumed_headless(wrapper, session: Session, original: list[str]) -> bool:
