@@ -94,6 +94,7 @@ class LimitWindow:
     style: str
     seconds: float
     from_request: int = 1
+    advertise: float | None = None  # the seconds to reset the answers say (None: the truth)
     opened: float | None = None  # wall-clock seconds of the first refusal
 
     def refuses(self, mains_so_far: int, now: float) -> bool:
@@ -104,6 +105,8 @@ class LimitWindow:
         return now < self.opened + self.seconds
 
     def left(self, now: float) -> float:
+        if self.advertise is not None:
+            return self.advertise
         return (self.opened or now) + self.seconds - now
 
 
@@ -622,12 +625,15 @@ class FakeModelServer:
         with self._lock:
             self._armed = (float(seconds), stall_at)
 
-    def limit_window(self, style: str, seconds: float, from_request: int = 1) -> None:
+    def limit_window(self, style: str, seconds: float, from_request: int = 1,
+                     advertise: float | None = None) -> None:
         """Refuse every model request with a `style` limit (LIMIT_STYLES) for `seconds`,
-        from the `from_request`-th main request on (counted from the server's start)."""
+        from the `from_request`-th main request on (counted from the server's start).
+        advertise: the seconds to its reset the answers claim (a harness waits a short
+        `retry-after` out by itself; a test window must stay short)."""
         limit_answer(style, 1, 0)  # an unknown style fails here, not in a handler
         with self._lock:
-            self._limit = LimitWindow(style, float(seconds), int(from_request))
+            self._limit = LimitWindow(style, float(seconds), int(from_request), advertise)
 
     def refused(self) -> list[dict]:
         """The requests answered with a limit."""
@@ -807,7 +813,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake.arm_stall(body.get("seconds", 30), body.get("stall_at", "stream"))
         elif route == "/_limit":
             self.fake.limit_window(body.get("style", "anthropic"), body.get("seconds", 40),
-                                   body.get("from_request", 1))
+                                   body.get("from_request", 1), body.get("advertise"))
         else:
             self.fake.set_script(body)
         self.send_json(200, {"ok": True})
