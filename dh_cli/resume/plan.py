@@ -50,7 +50,8 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     # every caller has just drained the native files (supervisor/watchers.py prepare_sync)
     prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools), synced=True)
     session = world.get_session(session.id)
-    if skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs:
+    if (skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs
+            and _limit_of(world, wrapper, session) is None):
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
         return RelaunchPlan("skip", session, kept=prepared.finished_calls)
     if not prepared.has_state or not session.harness_session_id and not session.native_path:
@@ -63,6 +64,15 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
         "resume", argv=launch.redact_args(list(plan.argv)), repairs=prepared.repairs,
         rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues, by=by), attempt)
     return plan
+
+
+def _limit_of(world, wrapper: Wrapper, session: Session):
+    """The provider's limit that cut the log's current turn (a harness may write it as the
+    turn's last answer: Claude Code's rate_limit row), or None."""
+    import time
+
+    sources = world.sources(session.id)
+    return wrapper.limit_from(current_turn(world, session, sources[0]), time.time()) if sources else None
 
 
 def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchPlan:

@@ -36,8 +36,8 @@ GIVES_UP = {"claude-code": ("anthropic", 3600.0), "codex": ("usage", None)}
 WAITS_ITSELF = {"pi": "anthropic"}
 
 
-def run_dh(rig, harness: str, *opts: str) -> subprocess.Popen:
-    env = dict(rig.env, DH_LIMIT_SPACING=str(SPACING))
+def run_dh(rig, harness: str, *opts: str, spacing: float = SPACING) -> subprocess.Popen:
+    env = dict(rig.env, DH_LIMIT_SPACING=str(spacing))
     return subprocess.Popen([sys.executable, "-m", "dh_cli", "run", harness, *opts, "--",
                              *HEADLESS_ARGS[harness]("Create the files.")],
                             cwd=rig.proj, env=env, stdin=subprocess.DEVNULL,
@@ -123,3 +123,32 @@ def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig)
     world, session = the_session(rig)
     assert [e.type for e in world.events(session["id"])].count("launched") == 1
     assert session["state"] == "limited"
+
+
+@pytest.mark.harnesses("claude-code")
+def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig):
+    rig = real_rig(SCRIPT)
+    rig.server.limit_window("anthropic", WINDOW, from_request=2, advertise=3600.0)
+    proc = run_dh(rig, "claude-code", spacing=WINDOW + 10)  # the recorded reset is still ahead at the resume
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not any(s["state"] == "waiting" for s in listed(rig)):
+        assert proc.poll() is None and time.monotonic() < deadline, "dh never waited"
+        time.sleep(0.3)
+    proc.kill()  # SIGKILL: no word to the log
+    proc.wait()
+    (session,) = listed(rig)
+    assert session["state"] == "interrupted", session  # its dh is gone: resumable
+    refused_before = rig.server.refused()
+    resumed = dh("resume", session["id"], "--at-reset", env=dict(rig.env, DH_LIMIT_SPACING=str(SPACING)),
+                 inherit=False, cwd=rig.proj, timeout=RUN_TIMEOUT)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "waiting for session" in resumed.stderr and "limit to reset" in resumed.stderr
+    assert not rig.server.refused()[len(refused_before):]  # --at-reset: no probe before the reset
+    check_turn_completed_once(rig)
+    world, after = the_session(rig)
+    assert after["state"] == "finished"
+
+
+def listed(rig) -> list[dict]:
+    out = dh("log", "list", "--json", env=rig.env, inherit=False, cwd=rig.proj)
+    return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
