@@ -57,6 +57,22 @@ class Pricer:
                                              cache_write_tokens=cache_write))["total_price"])
 
 
+    def split_cost(self, model: str | None, split: dict) -> float | None:
+        """USD for a call's input alone, by its parts (wrappers' `input_split`): uncached,
+        cache written for 5 minutes or for 1 hour, cache read. The table has one cache-write
+        rate, the 5-minute one; a 1-hour write is priced at twice the input rate, Anthropic's
+        published rate for it."""
+        prices = self._prices(model)
+        if prices is None:
+            return None
+        w5, w1h = split.get("cache_write_5m") or 0, split.get("cache_write_1h") or 0
+        uncached, read = split.get("uncached") or 0, split.get("cache_read") or 0
+        if isinstance(prices, _Rates):
+            return float((uncached * prices.input + read * prices.cache_read + w5 * prices.cache_write
+                          + w1h * 2 * prices.input) / _MILLION)
+        return self.cost(model, {"input": uncached, "cache_read": read, "cache_write": w5 + w1h}, False)
+
+
 def _lookup(model: str):
     """The model's prices today: flat _Rates, genai-prices' ModelPrice when tiered, or None."""
     from genai_prices import data_snapshot

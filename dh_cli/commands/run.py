@@ -146,6 +146,22 @@ def resume_command(
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
 
+def _note_recache(world, session) -> None:
+    """Information, never a question: what the resume will likely write to the provider's
+    cache again, when the session's last call is older than that cache lives."""
+    import time
+
+    from ..logviews.render import money, tokens_k
+    from ..logviews.resumecost import likely_recache
+    from ..supervisor.waiting import span
+
+    likely = likely_recache(world, session.id, session.harness, int(time.time() * 1000))
+    if likely:
+        output.note(f"dh: the last model call of session {session.id} was {span(likely['age'])} ago, past "
+                    f"its prompt cache ({span(likely['ttl'])}): this resume will likely write about "
+                    f"{tokens_k(likely['tokens'])} tokens to the cache again ({money(likely['usd'])})")
+
+
 def _at_reset(world, session: str) -> None:
     try:
         wait_for_reset(world, world.find_session(session).id, output.note)
@@ -163,6 +179,7 @@ def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, to
         raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
     from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed
 
+    _note_recache(world, found)
     here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
     prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
     raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome))

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..pricing import Pricer, session_cost
 from ..worlds.rows import decode_raw
+from .resumecost import resume_costs, resume_total
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -41,6 +42,9 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
         row["title"] = first_prompt(world, row["id"], row["harness"])
         row["tokens"] = world.token_totals(row["id"])
         row["cost"] = session_cost(world, row["id"], row["harness"], pricer)["usd"]
+        resumes = resume_costs(world, row["id"], row["harness"], pricer)
+        row["resume_cost"] = {"usd": resume_total(resumes), "recached": sum(r["recached"] for r in resumes),
+                              "resumes": len(resumes)}
     return rows
 
 

@@ -241,6 +241,19 @@ class ClaudeWrapper(Wrapper):
         last = turns[-1]
         return last.kind == "assistant" and (last.stop_reason in FINAL_STOPS or last.synthetic)
 
+    def input_split(self, raw: bytes) -> dict | None:
+        """Claude's usage names the cache writes of each TTL (`cache_creation.
+        ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`)."""
+        split = super().input_split(raw)
+        obj, _ = load_json(raw)
+        usage = ((obj.get("message") or {}).get("usage") or {}) if isinstance(obj, dict) else {}
+        ttl = usage.get("cache_creation") if isinstance(usage, dict) else None
+        if split and isinstance(ttl, dict) and isinstance(ttl.get("ephemeral_1h_input_tokens"), int):
+            hour = ttl["ephemeral_1h_input_tokens"]
+            split["cache_write_1h"] = hour
+            split["cache_write_5m"] = max(0, split["cache_write_5m"] - hour)
+        return split
+
     def limit_from(self, records: list[Record], now: float) -> Limit | None:
         """Claude Code (2.1.197 and 2.1.332, `-p` with an API key, against a loopback server
         answering 429 `rate_limit_error` with `retry-after` and the unified headers

@@ -16,6 +16,8 @@ Every reply the server delivered was requested once (a refusal is no delivery)."
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -152,3 +154,44 @@ def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_ri
 def listed(rig) -> list[dict]:
     out = dh("log", "list", "--json", env=rig.env, inherit=False, cwd=rig.proj)
     return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
+
+
+CACHED = {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
+
+
+@pytest.mark.harnesses("claude-code")
+def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(real_rig):
+    """A crash, then dh's resume: the resumed attempt's first call is reply 1, which the
+    server answers with cache writes of both TTLs; `dh log show --json` gives that split and
+    its price for attempt 2, and the text view says it."""
+    r = SCRIPT["replies"]
+    rig = real_rig({"replies": [r[0], dict(r[1], delay_s=60, delay_times=1, usage=CACHED), *r[2:]]})
+    proc = run_dh(rig, "claude-code")
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+    while not any(b"tool_result" in rec.raw for rec in records_logged(rig)):
+        time.sleep(0.1)  # the tool's result is logged before the kill (see test_real_harnesses)
+    world, session = the_session(rig)
+    pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
+    os.killpg(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, err
+    shown = dh("log", "show", session["id"], "--json", env=rig.env, inherit=False, cwd=rig.proj)
+    (resume,) = json.loads(shown.stdout)["totals"]["resumes"]
+    split = {k: resume[k] for k in ("uncached", "cache_write_5m", "cache_write_1h", "cache_read")}
+    assert resume["attempt"] == 2
+    assert split == {"uncached": 1200, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
+    from dh_cli.pricing import Pricer
+
+    assert resume["usd"] == pytest.approx(Pricer().split_cost(resume["model"], split), rel=1e-6)
+    text = dh("log", "show", session["id"], env=rig.env, inherit=False, cwd=rig.proj).stdout
+    assert "attempt 2: resume re-cached 42k tokens" in text
+    listed_one = [s for s in listed(rig) if s["id"] == session["id"]][0]
+    assert listed_one["resume_cost"]["recached"] == 42_500
+
+
+def records_logged(rig) -> list:
+    try:
+        world = rig.world()
+        return [rec for s in world.list_sessions() for rec in world.records(s["id"])]
+    except Exception:  # noqa: BLE001 - the log may not exist yet
+        return []

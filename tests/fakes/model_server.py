@@ -277,6 +277,7 @@ class Turn:
     input_tokens: int
     output_tokens: int
     include_usage: bool
+    cache: dict | None = None  # cache_write_5m, cache_write_1h, cache_read (Anthropic usage)
 
     def args_dict(self) -> dict:
         return json.loads(self.tool_args) if isinstance(self.tool_args, str) else self.tool_args
@@ -297,7 +298,8 @@ def build_turn(api: str, reply: dict, body: dict, index: int, n: int) -> Turn:
         call_id=f"toolu_{index:03d}" if api == ANTHROPIC else f"call_{index:03d}",
         custom=api == RESPONSES and tools.get(name, {}).get("type") == "custom",
         input_tokens=usage.get("input", defaults[0]), output_tokens=usage.get("output", defaults[1]),
-        include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
+        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        cache={k: usage[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read") if k in usage} or None)
 
 
 def text_chunks(text: str) -> list[str]:
@@ -331,6 +333,10 @@ def anthropic_blocks(t: Turn) -> list[dict]:
 def anthropic_message(t: Turn, content: list, stop: str | None, output_tokens: int) -> dict:
     usage = {"input_tokens": t.input_tokens, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0, "output_tokens": output_tokens}
+    if t.cache:  # a reply's usage may name cache reads and writes of each TTL, as the API does
+        w5, w1h = t.cache.get("cache_write_5m", 0), t.cache.get("cache_write_1h", 0)
+        usage.update(cache_creation_input_tokens=w5 + w1h, cache_read_input_tokens=t.cache.get("cache_read", 0),
+                     cache_creation={"ephemeral_5m_input_tokens": w5, "ephemeral_1h_input_tokens": w1h})
     return {"id": f"msg_{t.n}", "type": "message", "role": "assistant", "model": t.model,
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
 
