@@ -28,7 +28,7 @@ from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
 from .policy import Decision, RestartPolicy, limit_wait
 from .waiting import clock_time, limit_words, resets, span
-from .procs import drain
+from ..procs import drain
 from .seam import Clock, Procs
 from .spec import LaunchSpec, RunOptions  # noqa: F401 - re-exported
 from .watchers import AttemptWatchers
