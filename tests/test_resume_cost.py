@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dh_cli.logviews.resumecost import likely_recache
-from dh_cli.pricing import Pricer
+from dh_cli.logviews.pricing import Pricer
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..errors import UnknownHarness
-from ..pricing import Pricer
+from .pricing import Pricer
 from ..wrappers import get as get_wrapper
 
 TTL_5M, TTL_1H = 300.0, 3600.0  # the providers' prompt-cache lifetimes, in seconds
