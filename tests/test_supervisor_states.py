@@ -41,6 +41,8 @@ Every transition of dh_cli/supervisor/states.py and the test that drives it:
                                                  test_a_limit_without_a_reset_is_tried_again_with_capped_backoff
     STARTING -> WAITING   a probe refused again  test_a_limit_without_a_reset_is_tried_again_with_capped_backoff
     WAITING  -> STARTING  reset or next try      test_a_limit_with_a_reset_waits_for_it_then_goes_on_once
+    RUNNING  -> STOPPING  a TUI at a limit       test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched
+    STOPPING -> WAITING   a TUI at a limit       test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched
     WAITING  -> EXITED    user signal            test_a_user_signal_while_waiting_on_a_limit_leaves_it_interrupted
     RUNNING  -> EXITED    limit, --on-limit stop test_on_limit_stop_exits_with_the_harness_code_and_one_line
     STARTING -> EXITED    limit, longest wait    test_a_limit_is_given_up_after_the_longest_wait
@@ -610,3 +612,29 @@ def test_a_killed_or_signalled_harness_is_never_asked_about_a_limit(tmp_path):
     # only the attempt that exited by itself (at 10 s) was looked at for a limit
     assert r.relauncher.limit_asked_at == [r.clock.epoch + r.t0 + 10]
     assert transitions(r)[2] == (R, B)
+
+
+def test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched(tmp_path):
+    r = rig(tmp_path, [FOREVER, Script(runs_for=5, rc=0)], complete=True, interactive=True,
+            policy=PolicyConfig(limit_spacing=60))
+    watchers = r.supervisor.watchers
+    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))  # the limit row logged
+    r.relauncher.limits = [usage_limit()]
+    assert r.supervisor.run([]) == 0
+    assert transitions(r)[:6] == [(states.STOPPED, S), (S, R), (R, P), (P, W), (W, S), (S, R)]
+    assert r.procs.children[0].received == [signal.SIGTERM]
+    stopped = [d for d in events_of(r, "state") if d["to"] == P][0]
+    assert stopped["reason"] == "usage limit (5-hour) shown at its prompt"
+    assert r.procs.spawned[0]["at"] - r.t0 == 0 and r.procs.spawned[1]["pty"]
+    assert r.procs.spawned[1]["at"] - r.t0 == pytest.approx(5 + 60)  # 3 s still after the row, then the wait
+    assert r.relauncher.planned == [2] and session_state(r) == "finished"
+
+
+def test_a_tui_is_left_at_its_prompt_with_on_limit_stop(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=30, rc=0)], complete=True, interactive=True, on_limit="stop")
+    watchers = r.supervisor.watchers
+    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))
+    r.relauncher.limits = [None, None]
+    assert r.supervisor.run([]) == 0
+    assert r.procs.children[0].received == [] and len(r.procs.spawned) == 1
+    assert r.relauncher.limit_asked_at == [r.clock.epoch + r.t0 + 30]  # only once it exited

@@ -92,7 +92,8 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
     if native_id is not None:  # it goes on the harness's command line: a world may have chosen it
         check_native_id(wrapper, native_id)
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
-    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=not prepared.turn_complete)
+    cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
+    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)

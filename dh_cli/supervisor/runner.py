@@ -37,6 +37,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)
 SNAPSHOT_EVERY = 2.0  # seconds between looks at the harness's tool processes
 TAIL_CHARS = 300  # of the harness's stderr, in the one error line of a FATAL
+LIMIT_SETTLE = 3.0  # seconds a TUI sits still after logging a limit before dh takes it as one
 
 
 class Supervisor:
@@ -58,6 +59,7 @@ class Supervisor:
         self.turn_at_launch = None  # the log's turn mark when this attempt started (_lingering)
         self.guardian: int | None = None  # told of the harness's parts, to end if dh dies
         self.limits_met, self.limit_waited = 0, 0.0  # limits in a row, and the seconds waited on them
+        self.limit_looked_at = None  # the progress mark a TUI's limit was last looked for at
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -220,6 +222,9 @@ class Supervisor:
             self._stop(child, signal.SIGTERM, "stalled", attempt)
         elif self._lingering(child):
             self._end_lingering(child, attempt)
+        elif (limit := self._limit_at_prompt(child)) is not None:
+            attempt.limit = limit
+            self._stop(child, signal.SIGTERM, f"{limit_words(limit)} shown at its prompt", attempt)
         else:
             return False
         return True
@@ -281,9 +286,25 @@ class Supervisor:
     # a provider's limit -------------------------------------------------------------------
     def _limit_met(self, attempt: Attempt):
         """The limit the harness says ended its turn (Wrapper.limit_from, through the
-        relauncher, on the log's current turn), when it exited by itself; else None."""
+        relauncher, on the log's current turn), when it exited by itself or was a TUI dh
+        stopped at a limit; else None."""
+        if attempt.limit is not None:
+            return attempt.limit
         if attempt.user_signal or attempt.stalled or exit_signal(attempt.rc):
             return None
+        return self.relauncher.limit(self.session, self.clock.wall())
+
+    def _limit_at_prompt(self, child):
+        """A TUI does not exit on a limit: it shows the error and waits at its prompt. The
+        limit this attempt logged once nothing has come for LIMIT_SETTLE seconds (looked
+        for once per new progress); only when dh is to wait it out (else the user is left
+        at the prompt, as without dh)."""
+        if not self.spec.interactive or self.opts.on_limit != "wait" or not self.opts.supervise:
+            return None
+        mark = self.watchers.last_progress
+        if mark <= self.started or mark == self.limit_looked_at or self._idle(child) < LIMIT_SETTLE:
+            return None
+        self.limit_looked_at = mark
         return self.relauncher.limit(self.session, self.clock.wall())
 
     def _wait_out(self, attempt: Attempt, limit) -> int | None:

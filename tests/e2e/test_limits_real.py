@@ -9,7 +9,11 @@ WINDOW seconds, then answered normally (tests/fakes/model_server.py `limit_windo
   SPACING seconds, which is the issue's "at most one relaunch per minute" at its default
   of 60 s, scaled to a short window. Claude Code is told a reset an hour away (it waits a short
   `retry-after` out by itself); Codex is told the truth and dh waits for the reset it prints.
-* Pi waits a refusal out by itself: under dh the turn completes in one launch.
+* The same in the TUIs of Claude Code and Codex: each shows the error at its prompt; dh
+  stops it, waits, and relaunches it in the same terminal with the turn going on.
+* dh SIGKILLed while waiting, then `dh resume --at-reset`; and what a resume re-cached.
+  Pi and OpenCode wait a refusal out by themselves (wrappers/pi.py, opencode.py): not run
+  here. The slow cases run with one release set (`version_sets`), to keep the suite short.
 
 Every reply the server delivered was requested once (a refusal is no delivery)."""
 
@@ -33,9 +37,6 @@ SPACING = 4.0  # DH_LIMIT_SPACING: the least time between two launches while wai
 RUN_TIMEOUT = 240
 # harness -> (limit answer, seconds to reset the answers claim: None, the truth)
 GIVES_UP = {"claude-code": ("anthropic", 3600.0), "codex": ("usage", None)}
-# OpenCode 1.18.33 waits a 429's retry-after out too (seen: 30 s, then the turn completed;
-# wrappers/opencode.py); not run here, to keep the suite short
-WAITS_ITSELF = {"pi": "anthropic"}
 
 
 def run_dh(rig, harness: str, *opts: str, spacing: float = SPACING) -> subprocess.Popen:
@@ -99,19 +100,6 @@ def test_a_limit_is_waited_out_and_the_turn_goes_on(real_rig, harness):
     assert session["state"] == "finished"
 
 
-@pytest.mark.parametrize("harness", list(WAITS_ITSELF))
-def test_a_harness_that_waits_a_limit_out_itself_completes_in_one_launch(real_rig, harness):
-    rig = real_rig(SCRIPT)
-    rig.server.limit_window(WAITS_ITSELF[harness], WINDOW, from_request=2)
-    proc = run_dh(rig, harness)
-    _, err = proc.communicate(timeout=RUN_TIMEOUT)
-    assert proc.returncode == 0, err.decode(errors="replace")
-    check_turn_completed_once(rig)
-    assert rig.server.refused()
-    world, session = the_session(rig)
-    assert [e.type for e in world.events(session["id"])].count("launched") == 1
-
-
 @pytest.mark.harnesses("codex")
 def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig):
     rig = real_rig(SCRIPT)
@@ -128,6 +116,7 @@ def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig)
 
 
 @pytest.mark.harnesses("claude-code")
+@pytest.mark.version_sets("pinned")
 def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig):
     rig = real_rig(SCRIPT)
     rig.server.limit_window("anthropic", WINDOW, from_request=2, advertise=3600.0)
@@ -160,6 +149,7 @@ CACHED = {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h"
 
 
 @pytest.mark.harnesses("claude-code")
+@pytest.mark.version_sets("newest")
 def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(real_rig):
     """A crash, then dh's resume: the resumed attempt's first call is reply 1, which the
     server answers with cache writes of both TTLs; `dh log show --json` gives that split and
@@ -195,3 +185,43 @@ def records_logged(rig) -> list:
         return [rec for s in world.list_sessions() for rec in world.records(s["id"])]
     except Exception:  # noqa: BLE001 - the log may not exist yet
         return []
+
+
+# harness -> (TUI args, text on screen once its editor is ready, keys that quit it), as test_tui.py
+TUIS = {"claude-code": (["--dangerously-skip-permissions"], "bypass permissions", ["/exit", "\r"]),
+        "codex": ([], "Ask Codex to do anything", ["/quit", "\r"])}
+TUI_LIMITS = {"claude-code": ("anthropic", 3600.0), "codex": ("openai", 3600.0)}
+
+
+@pytest.mark.parametrize("harness", list(TUIS))
+@pytest.mark.version_sets("pinned")
+def test_a_tui_at_a_limit_goes_on_in_the_same_terminal_without_a_keystroke(real_rig, installed, harness):
+    pytest.importorskip("pexpect")
+    pytest.importorskip("pyte")
+    from .tui import Tui, seed_claude_tui, trust_codex_project
+
+    rig = real_rig(SCRIPT)
+    if harness == "claude-code":
+        seed_claude_tui(rig, installed.versions()[harness])
+    else:
+        trust_codex_project(rig)
+    # Codex: the API's 429 (no reset told: dh's backoff), where the headless case has the
+    # plan's usage limit (a reset to the minute: up to a minute's wait)
+    style, advertise = TUI_LIMITS[harness]
+    rig.server.limit_window(style, WINDOW, from_request=2, advertise=advertise)
+    rig.env["DH_LIMIT_SPACING"] = str(SPACING)
+    args, ready, quit_keys = TUIS[harness]
+    tui = Tui(rig, harness, args)
+    try:
+        tui.until(lambda: tui.on_screen(ready), what="the editor")
+        tui.quiet()
+        tui.submit("Create the files.", lambda: bool(rig.server.main_requests()))
+        tui.until(lambda: tui.on_screen("All done."), timeout=RUN_TIMEOUT, what="the final answer")
+        world, session = the_session(rig)
+        kinds = [e.type for e in world.events(session["id"])]
+        assert "limit" in kinds and kinds.count("launched") >= 2
+        assert tui.quit(quit_keys) == 0, tui.text()
+    finally:
+        tui.close()
+    check_turn_completed_once(rig)
+    assert rig.server.refused()
