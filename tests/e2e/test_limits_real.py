@@ -175,6 +175,11 @@ def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(
     assert resume["usd"] == pytest.approx(Pricer().split_cost(resume["model"], split), rel=1e-6)
     text = dh("log", "show", session["id"], env=rig.env, inherit=False, cwd=rig.proj).stdout
     assert "attempt 2: resume re-cached 42k tokens" in text
+    page = rig.tmp / "session.html"
+    exported = dh("log", "export", session["id"], "--format", "html", "-o", str(page), env=rig.env,
+                  inherit=False, cwd=rig.proj)
+    assert exported.returncode == 0, exported.stderr
+    assert "attempt 2: resume re-cached 42k tokens" in page.read_text()
     listed_one = [s for s in listed(rig) if s["id"] == session["id"]][0]
     assert listed_one["resume_cost"]["recached"] == 42_500
 
