@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from dh_cli.logviews.resumecost import likely_recache
+from dh_cli.logviews.resumecost import _input_cost, _split, likely_recache
+from dh_cli.tokens import Usage
 from dh_cli.logviews.pricing import Pricer
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
@@ -37,19 +38,14 @@ def test_a_resume_past_the_cache_lifetime_would_write_the_last_calls_whole_input
     usage = json.loads(last.raw)["message"]["usage"]
     tokens = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
     assert likely["tokens"] == tokens and likely["ttl"] == 300
-    assert likely["usd"] == pytest.approx(Pricer().split_cost(last.model, {"cache_write_5m": tokens}))
+    assert likely["usd"] == pytest.approx(Pricer().cost(last.model, Usage(cache_write=tokens)))
 
 
-def test_claude_input_split_names_each_cache_ttl():
+def test_a_resumes_first_call_is_split_by_each_cache_ttl():
     row = {"type": "assistant", "message": {"model": "claude-opus-4-8", "id": "m", "content": [], "usage": {
         "input_tokens": 12, "output_tokens": 3, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 30,
         "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}}}}
-    split = get("claude-code").input_split(json.dumps(row).encode())
+    split = _split(get("claude-code"), json.dumps(row).encode())
     assert split == {"uncached": 12, "cache_write_5m": 10, "cache_write_1h": 20, "cache_read": 7}
-
-
-def test_a_one_hour_cache_write_costs_more_than_a_five_minute_one():
-    pricer = Pricer()
-    five = pricer.split_cost("claude-opus-4-8", {"cache_write_5m": 1_000_000})
-    hour = pricer.split_cost("claude-opus-4-8", {"cache_write_1h": 1_000_000})
-    assert (five, hour) == (pytest.approx(6.25), pytest.approx(10.0))  # 1.25x and 2x the $5 input
+    # the input alone is priced: 12 x $5 + 7 x $0.50 + 10 x $6.25 + 20 x $10 per million
+    assert _input_cost(Pricer(), "claude-opus-4-8", split) == pytest.approx(326.0e-6)

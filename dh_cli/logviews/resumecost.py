@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as _dt
 
 from ..errors import UnknownHarness
-from .pricing import Pricer
+from ..tokens import Usage
 from ..wrappers import get as get_wrapper
+from .pricing import Pricer
 
 TTL_5M, TTL_1H = 300.0, 3600.0  # the providers' prompt-cache lifetimes, in seconds
 
@@ -18,6 +19,21 @@ TTL_5M, TTL_1H = 300.0, 3600.0  # the providers' prompt-cache lifetimes, in seco
 def _ms(at: str) -> int:
     when = _dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
     return int((when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)).timestamp() * 1000)
+
+
+def _split(wrapper, raw: bytes) -> dict | None:
+    """A call's input by its parts, from its record's usage (tokens.py's kinds)."""
+    usage = wrapper.parse(raw).usage
+    if not usage:
+        return None
+    u = Usage.of(usage)
+    return {"uncached": u.input, "cache_write_5m": u.cache_write, "cache_write_1h": u.cache_write_1h,
+            "cache_read": u.cache_read}
+
+
+def _input_cost(pricer: Pricer, model, split: dict) -> float | None:
+    return pricer.cost(model, Usage(input=split["uncached"], cache_read=split["cache_read"],
+                                    cache_write=split["cache_write_5m"], cache_write_1h=split["cache_write_1h"]))
 
 
 def _calls(world, session_id: str) -> list:
@@ -46,10 +62,10 @@ def resume_costs(world, session_id: str, harness: str, pricer: Pricer | None = N
     for i, (start, attempt) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else None
         first = next((r for r in calls if r.ts >= start and (end is None or r.ts < end)), None)
-        split = wrapper.input_split(first.raw) if first is not None else None
+        split = _split(wrapper, first.raw) if first is not None else None
         if split is None:
             continue
-        usd = pricer.split_cost(first.model, split)
+        usd = _input_cost(pricer, first.model, split)
         out.append({"attempt": attempt, "model": first.model, **split,
                     "recached": split["cache_write_5m"] + split["cache_write_1h"],
                     "usd": round(usd, 6) if usd is not None else None})
@@ -70,7 +86,7 @@ def likely_recache(world, session_id: str, harness: str, now_ms: int) -> dict | 
         return None
     last = calls[-1]
     try:
-        split = get_wrapper(harness).input_split(last.raw)
+        split = _split(get_wrapper(harness), last.raw)
     except UnknownHarness:
         return None
     if not split:
@@ -80,5 +96,5 @@ def likely_recache(world, session_id: str, harness: str, now_ms: int) -> dict | 
     if age <= ttl:
         return None
     tokens = sum(split[k] for k in ("uncached", "cache_write_5m", "cache_write_1h", "cache_read"))
-    usd = Pricer().split_cost(last.model, {"cache_write_5m": tokens})
+    usd = Pricer().cost(last.model, Usage(cache_write=tokens))
     return {"tokens": tokens, "usd": usd, "age": age, "ttl": ttl}

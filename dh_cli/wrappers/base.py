@@ -114,10 +114,6 @@ class Wrapper:
     def first_record_ok(self, obj: dict) -> bool:
         return isinstance(obj.get("type"), str)
 
-    # the harness's input token count already holds its cached tokens (OpenAI's convention);
-    # Anthropic's, and the harnesses that report that way, count them apart
-    usage_input_includes_cache: bool = False
-
     tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
     packages: tuple[str, ...] = ()  # npm package names the binary may come from
     # seconds a headless harness may sit after its turn is complete in the log before dh ends
@@ -245,18 +241,6 @@ class Wrapper:
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         raise NotImplementedError
-
-    def input_split(self, raw: bytes) -> dict | None:
-        """A model call's input by its parts, from its record: uncached, cache written (for 5
-        minutes, for 1 hour), cache read; None for a record without usage."""
-        usage = self.parse(raw).usage
-        if not usage:
-            return None
-        read, write = usage.get("cache_read") or 0, usage.get("cache_write") or 0
-        uncached = usage.get("input") or 0
-        if self.usage_input_includes_cache:
-            uncached = max(0, uncached - read - write)
-        return {"uncached": uncached, "cache_write_5m": write, "cache_write_1h": 0, "cache_read": read}
 
     def limit_from(self, records: list[Record], now: float) -> Limit | None:
         """The provider's limit that ended the current turn (`records`, as the log has

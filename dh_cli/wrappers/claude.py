@@ -27,6 +27,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import NativeStateError
 from ..models import Parsed, Record, ToolCall, ToolResult
+from ..tokens import counts, whole
 from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, load_json,
                    regular_file, text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, options, parse_argv, prompt_tail,
@@ -72,6 +73,17 @@ def _plan_limit(text: str) -> tuple[str, str]:
             if named.startswith(words):
                 return found
     return "rate_limit", "rate"
+
+
+def claude_usage(usage: dict) -> dict:
+    """Anthropic's usage in dh's vocabulary (tokens.py): `input_tokens` is already the uncached
+    input; `cache_creation_input_tokens` is every cache write, of which
+    `cache_creation.ephemeral_1h_input_tokens` were written for an hour."""
+    writes = whole(usage.get("cache_creation_input_tokens"))
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    hour = min(writes, whole(split.get("ephemeral_1h_input_tokens")))
+    return counts(input=usage.get("input_tokens", 0), cache_read=usage.get("cache_read_input_tokens", 0),
+                  cache_write=writes - hour, cache_write_1h=hour, output=usage.get("output_tokens", 0))
 
 
 def first_cwd(path: Path, max_lines: int = 50) -> str | None:
@@ -209,9 +221,7 @@ class ClaudeWrapper(Wrapper):
         parsed.kind = "tool_call" if parsed.tool_calls else "assistant"
         usage = message.get("usage")
         if isinstance(usage, dict) and not parsed.synthetic:
-            parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
-                            "cache_read": usage.get("cache_read_input_tokens", 0),
-                            "cache_write": usage.get("cache_creation_input_tokens", 0)}
+            parsed.usage = claude_usage(usage)
 
     def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
         """A subagent's `agent-<id>.meta.json` names the Agent/Task call that started it
@@ -240,19 +250,6 @@ class ClaudeWrapper(Wrapper):
             return False
         last = turns[-1]
         return last.kind == "assistant" and (last.stop_reason in FINAL_STOPS or last.synthetic)
-
-    def input_split(self, raw: bytes) -> dict | None:
-        """Claude's usage names the cache writes of each TTL (`cache_creation.
-        ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`)."""
-        split = super().input_split(raw)
-        obj, _ = load_json(raw)
-        usage = ((obj.get("message") or {}).get("usage") or {}) if isinstance(obj, dict) else {}
-        ttl = usage.get("cache_creation") if isinstance(usage, dict) else None
-        if split and isinstance(ttl, dict) and isinstance(ttl.get("ephemeral_1h_input_tokens"), int):
-            hour = ttl["ephemeral_1h_input_tokens"]
-            split["cache_write_1h"] = hour
-            split["cache_write_5m"] = max(0, split["cache_write_5m"] - hour)
-        return split
 
     def limit_from(self, records: list[Record], now: float) -> Limit | None:
         """Claude Code (2.1.197 and 2.1.332, `-p` with an API key, against a loopback server

@@ -171,8 +171,11 @@ def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(
     assert resume["attempt"] == 2
     assert split == {"uncached": 1200, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
     from dh_cli.logviews.pricing import Pricer
+    from dh_cli.tokens import Usage
 
-    assert resume["usd"] == pytest.approx(Pricer().split_cost(resume["model"], split), rel=1e-6)
+    priced = Pricer().cost(resume["model"], Usage(input=1200, cache_read=900, cache_write=40_000,
+                                                  cache_write_1h=2_500))
+    assert resume["usd"] == pytest.approx(priced, rel=1e-6)
     text = dh("log", "show", session["id"], env=rig.env, inherit=False, cwd=rig.proj).stdout
     assert "attempt 2: resume re-cached 42k tokens" in text
     page = rig.tmp / "session.html"
