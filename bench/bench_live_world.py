@@ -32,9 +32,9 @@ from bench.bench_supervisor import pct, pi_session  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.supervisor.live import LiveMirror  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
-from dh_cli.worlds.postgres import PostgresWorld  # noqa: E402
-from dh_cli.worlds.shipper import Shipper  # noqa: E402
-from dh_cli.worlds.tenure import acquire  # noqa: E402
+from dh_cli.worlds.team.postgres import PostgresWorld  # noqa: E402
+from dh_cli.worlds.team.shipper import Shipper  # noqa: E402
+from dh_cli.worlds.team.tenure import acquire  # noqa: E402
 from tests import pg  # noqa: E402
 
 TTL = 3
@@ -82,7 +82,7 @@ def lag_at(url: str, rate: int, seconds: float) -> None:
 
     LocalWorld.commit = timed_commit
     live = LiveMirror(world.path, wrappers.get("pi"), session.id, session_file.parent).start()
-    shipper = Shipper(world.path, url, session.id, lambda: epoch, print).start()
+    shipper = Shipper(world.path, "postgres", url, session.id, lambda: epoch, print).start()
     watcher = threading.Thread(target=_watch_world, args=(url, stop, world_lags), daemon=True)
     watcher.start()
     time.sleep(0.5)

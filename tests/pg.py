@@ -277,7 +277,7 @@ def fill_log(db_path, total: int) -> dict[str, int]:
 def lease_epoch(url: str, sid: str) -> int | None:
     """The session's lease epoch in the PostgreSQL world at url (None before any lease): one
     for the first run's, one more at each claim, so a takeover shows as epoch 2."""
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     world = PostgresWorld(url)
     try:

@@ -90,7 +90,7 @@ def _main_requests(server) -> list[dict]:
 
 
 def _world(url: str):
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     return PostgresWorld(url)
 

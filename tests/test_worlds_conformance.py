@@ -22,7 +22,7 @@ def world(request, tmp_path):
 
         made = LocalWorld(tmp_path / "world.db")
     else:
-        from dh_cli.worlds.postgres import PostgresWorld
+        from dh_cli.worlds.team.postgres import PostgresWorld
 
         made = PostgresWorld(request.getfixturevalue("pg_url"))
     yield made
@@ -158,13 +158,13 @@ def test_a_second_lock_on_a_session_is_refused(world):
 
 # leases and fencing (issue 15): PostgreSQL only, the shared world ------------------------------
 def _pg(url):
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     return PostgresWorld(url)
 
 
 def _holder(pid: int):
-    from dh_cli.worlds.lease import Holder
+    from dh_cli.worlds.team.lease import Holder
 
     return Holder("host-" + str(pid), "boot-x", pid)
 
@@ -180,8 +180,8 @@ def _expire(world, sid: str) -> None:
 
 @pytest.mark.postgres
 def test_lease_acquire_renew_expire_and_steal(pg_url):
-    from dh_cli.worlds.takeover import holdings, steal
-    from dh_cli.worlds.tenure import Tenure, acquire
+    from dh_cli.worlds.team.takeover import holdings, steal
+    from dh_cli.worlds.team.tenure import Tenure, acquire
 
     world = _pg(pg_url)
     world.put_session(session(state="running"))
@@ -192,7 +192,7 @@ def test_lease_acquire_renew_expire_and_steal(pg_url):
     _expire(world, "1abc00000000aa")  # the holder went silent past its TTL
     assert holdings(world)["1abc00000000aa"].state == "orphaned"
     assert acquire(world, "1abc00000000aa", 15, _holder(2)) == 2  # the epoch only grows
-    tenure = Tenure(pg_url, "1abc00000000aa", ttl_s=3, epoch=2).start()
+    tenure = Tenure("postgres", pg_url, "1abc00000000aa", ttl_s=3, epoch=2).start()
     before = world._rows("SELECT heartbeat_at FROM dh.leases")[0][0]
     time.sleep(1.5)  # renewed every third of the TTL
     assert world._rows("SELECT heartbeat_at FROM dh.leases")[0][0] > before and not tenure.lost
@@ -208,8 +208,8 @@ def test_lease_acquire_renew_expire_and_steal(pg_url):
 @pytest.mark.postgres
 def test_the_server_refuses_a_stale_holders_writes(pg_url):
     from dh_cli.errors import WorldError
-    from dh_cli.worlds.fencing import is_fenced
-    from dh_cli.worlds.tenure import acquire
+    from dh_cli.worlds.team.fencing import is_fenced
+    from dh_cli.worlds.team.tenure import acquire
 
     world, stale = _pg(pg_url), _pg(pg_url)
     world.put_session(session(state="running"))
@@ -241,7 +241,7 @@ def test_the_server_refuses_a_stale_holders_writes(pg_url):
 @pytest.mark.postgres
 def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
     from dh_cli.worlds.local import LocalWorld
-    from dh_cli.worlds.shipper import Shipper
+    from dh_cli.worlds.team.shipper import Shipper
 
     from . import pg
 
@@ -254,7 +254,7 @@ def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
     local.append_records(src, records([(0, n * 100) for n in range(10)]))
     notices = []
     world = _pg(pg_url)  # the schema, as `dh run --world` makes it before shipping
-    shipper = Shipper(tmp_path / "dh.db", pg_url, made.id, lambda: 1, notices.append).start()
+    shipper = Shipper(tmp_path / "dh.db", "postgres", pg_url, made.id, lambda: 1, notices.append).start()
     _until(lambda: _count(world) == 10)
     srv.stop("fast")
     try:

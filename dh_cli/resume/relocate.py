@@ -141,27 +141,18 @@ def pull_for_resume(local, world_name: str, ref: str, url: str | None = None):
     (session id, records added, where from with the password masked). A session this log
     already moved elsewhere is not pulled again (the world may still hold it as it was
     before the move)."""
-    from ..worlds.sync import open_remote, pull
+    from ..worlds.sync import moved_here, open_remote, pull
 
     remote = open_remote(world_name, url)
     try:
         found = remote.find_session(ref)
         shown = getattr(remote, "shown", remote.name)
-        if _moved_here(local, found.id):
+        if moved_here(local, found.id):
             return found.id, None, shown
         report = pull(remote, local, [found.id])
         return found.id, report.records, shown
     finally:
         remote.close()
-
-
-def _moved_here(local, session_id: str) -> bool:
-    try:
-        local.get_session(session_id)
-    except Exception:
-        return False
-    return any(e.type == "moved" and e.details.get("from") != e.details.get("to")
-               for e in local.events(session_id))
 
 
 def describe(plan: Relocation) -> str:

@@ -68,7 +68,7 @@ def wait(predicate, timeout: float, what: str, step: float = 0.1):
 
 
 def remote(url: str):
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     return PostgresWorld(url)
 

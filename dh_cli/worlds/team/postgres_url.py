@@ -10,8 +10,8 @@ from urllib.parse import unquote, urlsplit
 
 import psycopg
 
-from ..errors import ConfigError, WorldError
-from ..util import redact_url
+from ...errors import ConfigError, WorldError
+from ...util import redact_url
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
 

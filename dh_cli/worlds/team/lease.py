@@ -7,64 +7,37 @@ TTL on its own connection; `release` deletes the row if the epoch is still ours.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-from dataclasses import dataclass
 
-from ..errors import SessionLocked, WorldError
+from ...errors import SessionLocked, WorldError
+from .protocol import Holder, boot_id  # noqa: F401 - boot_id, Holder: the lease's parts
 
 TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
 
 
-def boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            return handle.read().strip()
-    except OSError:
-        return "unknown"
-
-
-@dataclass
-class Holder:
-    host: str
-    boot_id: str
-    pid: int
-
-    @classmethod
-    def me(cls) -> "Holder":
-        return cls(socket.gethostname(), boot_id(), os.getpid())
-
-
-_ACQUIRE = """
-    INSERT INTO dh.leases AS l (session_id, holder_host, holder_boot_id, holder_pid, epoch,
-                                heartbeat_at, ttl_s)
-    VALUES (%(sid)s, %(host)s, %(boot)s, %(pid)s, 1, now(), %(ttl)s)
-    ON CONFLICT (session_id) DO UPDATE SET holder_host = EXCLUDED.holder_host,
-        holder_boot_id = EXCLUDED.holder_boot_id, holder_pid = EXCLUDED.holder_pid,
-        epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s, released_at = NULL,
-        refused = NULL, prev_host = l.holder_host, prev_epoch = l.epoch
-    WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now() OR l.released_at IS NOT NULL
-       OR (l.holder_host, l.holder_boot_id, l.holder_pid) = (EXCLUDED.holder_host,
-           EXCLUDED.holder_boot_id, EXCLUDED.holder_pid)
-    RETURNING epoch"""
-
-
-_ADOPT = """
-    UPDATE dh.leases SET holder_pid = %(pid)s, heartbeat_at = now(), ttl_s = %(ttl)s
-    WHERE session_id = %(sid)s AND epoch = %(epoch)s AND holder_host = %(host)s
-      AND holder_boot_id = %(boot)s RETURNING epoch"""
+def take(world, session_id: str, ttl_s: float, holder: Holder | None = None) -> int:
+    """Take the lease (free, lapsed, released, or already this process's); its epoch.
+    Raises SessionLocked while another holder's lease is live."""
+    epoch = world.lease_take(session_id, holder or Holder.me(), ttl_s)
+    if epoch is None:
+        raise held_elsewhere(world, session_id, ttl_s)
+    return epoch
 
 
 def adopt(world, session_id: str, epoch: int, ttl_s: float) -> int:
     """Take over a lease a worker of this machine claimed for this process (same epoch)."""
-    me = Holder.me()
-    rows = world._rows(_ADOPT, {"sid": session_id, "epoch": epoch, "pid": me.pid, "host": me.host,
-                                "boot": me.boot_id, "ttl": max(1, round(ttl_s))})
-    if not rows:
+    if not world.lease_adopt(session_id, epoch, Holder.me(), ttl_s):
         raise SessionLocked(f"the lease of session {session_id} at epoch {epoch} is no longer "
                             "this machine's", hint="another worker took it over")
     return epoch
+
+
+def held_elsewhere(world, session_id: str, ttl_s: float) -> SessionLocked:
+    found = world.leases(session_id).get(session_id)
+    host, pid, left = (found.host, found.pid, found.left) if found else ("another machine", "?", ttl_s)
+    return SessionLocked(f"session {session_id} is held in the world by dh on {host} "
+                         f"(pid {pid}); its lease is live for {max(0, int(-(-left // 1)))} more s",
+                         hint="wait for it to finish, or for its lease to lapse")
 
 
 class Lease:
@@ -75,39 +48,24 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def acquire(self, adopt_epoch: int | None = None) -> "Lease":
-        args = {"sid": self.session_id, "host": self.holder.host, "boot": self.holder.boot_id,
-                "pid": self.holder.pid, "ttl": self.ttl_s}
         if adopt_epoch is not None:  # claimed for this process by a worker or --steal (tenure.py)
-            rows = [(adopt(self.world, self.session_id, adopt_epoch, self.ttl_s),)]
+            self.epoch = adopt(self.world, self.session_id, adopt_epoch, self.ttl_s)
         else:
-            rows = self.world._rows(_ACQUIRE, args)
-        if not rows:
-            raise self._held_elsewhere()
-        self.epoch = rows[0][0]
+            self.epoch = take(self.world, self.session_id, self.ttl_s, self.holder)
         self._thread = threading.Thread(target=self._renew, name="dh-lease", daemon=True)
         self._thread.start()
         return self
 
-    def _held_elsewhere(self) -> SessionLocked:
-        rows = self.world._rows("SELECT holder_host, holder_pid, ceil(extract(epoch FROM heartbeat_at"
-                                " + make_interval(secs => ttl_s) - now())) FROM dh.leases WHERE"
-                                " session_id = %s", [self.session_id])
-        host, pid, left = rows[0] if rows else ("another machine", "?", self.ttl_s)
-        return SessionLocked(f"session {self.session_id} is held in the world by dh on {host} "
-                             f"(pid {pid}); its lease is live for {int(left or 0)} more s",
-                             hint="wait for it to finish, or for its lease to lapse")
-
     def _renew(self) -> None:
-        from .postgres import PostgresWorld
+        from . import open_world
 
         try:
-            mine = PostgresWorld(self.world.url, migrate=False)
+            mine = open_world(self.world.name, self.world.url, migrate=False)
         except Exception:  # the lease then lapses on its own after its TTL
             return
         try:
             while not self._stop.wait(self.ttl_s / 3):
-                mine._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
-                           " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
+                mine.lease_renew(self.session_id, self.epoch)
         except Exception:
             pass
         finally:
@@ -118,9 +76,7 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self.epoch is not None:
-            # kept, epoch and all: an older epoch's writes stay refused (fencing.py)
-            self.world._rows("UPDATE dh.leases SET released_at = now() WHERE session_id = %s"
-                             " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
+            self.world.lease_release(self.session_id, self.epoch)
             self.epoch = None
 
     def let_go(self, refused: str | None = None) -> None:
@@ -134,10 +90,7 @@ class Lease:
         if epoch is None:
             return
         try:
-            self.world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs =>"
-                             " ttl_s + 1), refused = %s WHERE session_id = %s AND epoch = %s"
-                             " RETURNING pg_notify('dh_leases', session_id)",
-                             [refused, self.session_id, epoch])
+            self.world.lease_lapse(self.session_id, epoch, refused)
         except WorldError:
             pass  # the server is gone: the lease lapses on its own after its TTL
 
@@ -159,8 +112,7 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
     """`dh resume --world`: find the session in the world, take its lease (refused while
     another holder's is live), then pull it. (session id, records added or None, where from,
     the lease; release it, which also closes the world, when the resume ends)."""
-    from ..resume.relocate import _moved_here
-    from .sync import open_remote, pull
+    from ..sync import moved_here, open_remote, pull
 
     remote = open_remote(world_name, url)
     try:
@@ -170,7 +122,7 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
         remote.close()
         raise
     try:
-        added = None if _moved_here(local, found.id) else pull(remote, local, [found.id]).records
+        added = None if moved_here(local, found.id) else pull(remote, local, [found.id]).records
     except BaseException:
         try:
             lease.let_go()  # not ended by anyone: claimable again (issue 15)
