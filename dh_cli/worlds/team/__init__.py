@@ -12,6 +12,7 @@ from ...errors import UsageError
 # name -> "module:class" under this package
 WORLDS = {
     "postgres": "postgres:PostgresWorld",
+    "redis": "redis_world:RedisWorld",
 }
 
 
