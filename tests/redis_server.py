@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
 import secrets
 import shutil
 import signal
@@ -51,7 +52,8 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen([self.binary, str(self.root / "redis.conf")],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        cwd=self.root, env=_server_env())
         self.watchdog = _watchdog(self.process.pid)
         wait_ready(self)
 
@@ -107,7 +109,13 @@ except ProcessLookupError:
 def _watchdog(pid: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pid)], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True)
+                            start_new_session=True, close_fds=True, cwd="/", env=_server_env())
+
+
+def _server_env() -> dict:
+    """The run's server outlives the test that started it: none of that test's settings
+    (its DH_HOME under the test's folder) go with it."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DH_")}
 
 
 def _shutdown(srv: RedisServer) -> None:

@@ -15,50 +15,8 @@ from dh_cli.models import Event, Record, Session, Source
 from dh_cli.worlds.base import Mark
 from dh_cli.worlds.local import LZ4
 
-from . import pg, redis_server
-from .pg import pg_url  # noqa: F401  (fixture)
-from .redis_server import redis_url  # noqa: F401  (fixture)
-
-TEAM_WORLDS = [pytest.param("postgres", marks=pytest.mark.postgres),
-               pytest.param("redis", marks=pytest.mark.redis)]
-URL_FIXTURES = {"postgres": "pg_url", "redis": "redis_url"}
-
-
-class Team:
-    """A team world under test: its name, its URL, and its server, to stop and start."""
-
-    def __init__(self, name: str, url: str):
-        self.name, self.url = name, url
-
-    def open(self):
-        from dh_cli.worlds.team import open_world
-
-        return open_world(self.name, self.url)
-
-    def outage(self, during) -> None:
-        """Stop the server, run `during()`, start the server again."""
-        if self.name == "postgres":
-            srv = pg.server()
-            if not srv.controllable:
-                pytest.skip("the server at DH_TEST_POSTGRES_URL is not ours to stop")
-            srv.stop("fast")
-            try:
-                during()
-            finally:
-                srv.start()
-                pg.wait_ready(srv)
-        else:
-            srv = redis_server.server()
-            srv.stop()
-            try:
-                during()
-            finally:
-                srv.start()
-
-
-@pytest.fixture(params=TEAM_WORLDS)
-def team(request) -> Team:
-    return Team(request.param, request.getfixturevalue(URL_FIXTURES[request.param]))
+from .team_worlds import TEAM_WORLDS, URL_FIXTURES, Team, team  # noqa: F401  (team: a fixture)
+from .team_worlds import pg_url, redis_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(params=["local", *TEAM_WORLDS])
