@@ -3,14 +3,15 @@
 `acquire` takes the lease when nobody holds it, when its heartbeat is older than its TTL, or
 when this very process already holds it; the epoch grows with each new holder (a fence for
 whoever builds takeover on it). While held, a thread renews the heartbeat every third of the
-TTL on its own connection; `release` deletes the row if the epoch is still ours."""
+TTL on its own connection; `release` marks it released if the epoch is still ours (the row
+and its epoch stay: an older epoch's writes are still refused)."""
 
 from __future__ import annotations
 
 import threading
 
 from ...errors import SessionLocked, WorldError
-from .protocol import Holder, boot_id  # noqa: F401 - boot_id, Holder: the lease's parts
+from .protocol import Holder
 
 TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
 

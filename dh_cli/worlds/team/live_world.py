@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ...errors import UsageError, WorldError
 from .shipper import Shipper
-from .tenure import TTL_S, Tenure, acquire, adopt
+from .lease import adopt
+from .tenure import TTL_S, Tenure, acquire
 
 WORKFLOW_POSTGRES = "@workflow/world-postgres"  # the original design's name for this world
 HAND_BACK = signal.SIGUSR1  # from `dh worker` when it stops: give the session back, open

@@ -24,7 +24,7 @@ from typing import Iterator
 import psycopg
 from psycopg.adapt import PyFormat
 
-from ...errors import AmbiguousSession, SessionLocked, SessionNotFound, WorldError
+from ...errors import SessionLocked, SessionNotFound, WorldError
 
 # psycopg logs "error ignored terminating <Copy>" when a server dies mid-COPY; with no handler
 # Python would print it to stderr beside dh's own one-line error, which already says it all.
@@ -33,6 +33,7 @@ from ...models import Event, Record, Session, Source
 from ..base import CHUNK, Mark, Position, SessionMarks, group_marks
 from ..local_places import check_ref
 from .postgres_leases import PgLeases
+from .protocol import only_match
 from .postgres_schema import MIGRATIONS, RECORD_TYPES  # noqa: F401 - re-exported
 from .postgres_url import URL_VARIABLES, resolve_url, scrub, world_error  # noqa: F401 - re-exported
 from ..rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
@@ -175,13 +176,7 @@ class PostgresWorld(PgLeases):
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE id = %s OR harness_session_id = %s"
                           " OR id LIKE %s OR harness_session_id LIKE %s", [ref, ref, prefix, prefix])
         matches = [r for r in rows if ref in (r[0], r[2])] or rows
-        if not matches:
-            raise SessionNotFound(f"no session matches {ref!r} in the PostgreSQL world",
-                                  hint="see `dh world status postgres`")
-        if len(matches) > 1:
-            raise AmbiguousSession(f"{ref!r} matches {len(matches)} sessions in the PostgreSQL world",
-                                   hint="give more characters of the id")
-        return Session(*matches[0])
+        return Session(*only_match(matches, ref, "PostgreSQL", self.name))
 
     def sessions(self, harness: str | None = None) -> list[Session]:
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE %(h)s::text IS NULL"

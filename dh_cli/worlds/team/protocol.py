@@ -107,6 +107,19 @@ class TeamWorld(World, Protocol):
     def ws_object_rows(self, hashes: list[str]) -> list[tuple]: ...
 
 
+def only_match(matches: list, ref: str, where: str, name: str):
+    """The one session a reference matched in a team world (find_session)."""
+    from ...errors import AmbiguousSession, SessionNotFound
+
+    if not matches:
+        raise SessionNotFound(f"no session matches {ref!r} in the {where} world",
+                              hint=f"see `dh world status {name}`")
+    if len(matches) > 1:
+        raise AmbiguousSession(f"{ref!r} matches {len(matches)} sessions in the {where} world",
+                               hint="give more characters of the id")
+    return matches[0]
+
+
 def ttl_int(ttl_s: float) -> int:
     """Leases are kept in whole seconds, at least one."""
     return max(1, round(ttl_s))

@@ -24,13 +24,14 @@ from typing import Iterator
 import orjson
 import redis
 
-from ...errors import AmbiguousSession, SessionLocked, SessionNotFound, WorldError
+from ...errors import SessionLocked, SessionNotFound, WorldError
 from ...models import Event, Record, Session, Source
 from ..base import CHUNK, Mark, Position, SessionMarks, group_marks
 from ..local_places import check_ref
 from ..rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .fencing import fenced_error
 from .redis_leases import RedisLeases, _text
+from .protocol import only_match
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -162,13 +163,7 @@ class RedisWorld(RedisLeases):
         matches = ([s for s in every if ref in (s.id, s.harness_session_id)]
                    or [s for s in every if s.id.startswith(ref)
                        or (s.harness_session_id or "").startswith(ref)])
-        if not matches:
-            raise SessionNotFound(f"no session matches {ref!r} in the Redis world",
-                                  hint="see `dh world status redis`")
-        if len(matches) > 1:
-            raise AmbiguousSession(f"{ref!r} matches {len(matches)} sessions in the Redis world",
-                                   hint="give more characters of the id")
-        return matches[0]
+        return only_match(matches, ref, "Redis", self.name)
 
     def sessions(self, harness: str | None = None) -> list[Session]:
         every = [_session(v) for v in self._call("hvals", "dh:sessions")]

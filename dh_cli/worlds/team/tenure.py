@@ -18,7 +18,7 @@ import threading
 import time
 
 from ...errors import SessionLocked, WorldError
-from .lease import Holder, adopt, take  # noqa: F401 (adopt: live_world.py)
+from .lease import take
 
 TTL_S = 15.0  # a holder silent this long is presumed dead and its session may be taken over
 
@@ -29,11 +29,7 @@ def _connect(name: str, url: str):
     return open_world(name, url, migrate=False, connect_timeout=5)
 
 
-def acquire(world, session_id: str, ttl_s: float, holder: Holder | None = None) -> int:
-    """Take the lease (free, lapsed, or already this process's); its epoch. Raises
-    SessionLocked while another holder's lease is live."""
-    return take(world, session_id, ttl_s, holder)
-
+acquire = take  # take the lease (free, lapsed, or already this process's): lease.py
 
 class Tenure:
     def __init__(self, world: str, url: str, session_id: str, ttl_s: float = TTL_S,
@@ -84,27 +80,25 @@ class Tenure:
 
     def lapse(self) -> None:
         """Let the lease lapse now without ending the session (a worker handing it back)."""
-        world = None
-        try:
-            world = _connect(self.world, self.url)
-            world.lease_lapse(self.session_id, self.epoch)
-        except WorldError:
-            pass  # it lapses on its own after the TTL
-        finally:
-            _close(world)
+        self._once(lambda world: world.lease_lapse(self.session_id, self.epoch))
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
         if release and self.epoch is not None and not self.lost:
-            world = None
-            try:
-                world = _connect(self.world, self.url)
-                world.lease_release(self.session_id, self.epoch)
-            except WorldError:
-                pass  # it lapses on its own after the TTL
-            finally:
-                _close(world)
+            self._once(lambda world: world.lease_release(self.session_id, self.epoch))
+
+    def _once(self, call) -> None:
+        """call(world) on a connection of its own; a server that is gone lets the lease lapse
+        on its own after the TTL."""
+        world = None
+        try:
+            world = _connect(self.world, self.url)
+            call(world)
+        except WorldError:
+            pass
+        finally:
+            _close(world)
 
 
 def _close(world) -> None:
