@@ -16,7 +16,8 @@ import pytest
 
 from tests.require import skip_if_missing, skip_or_fail
 
-from .test_export import ARTIFACTS, CHROMIUM, crashed  # noqa: F401 (a fixture)
+from .helpers.browser import ARTIFACTS, CHROMIUM
+from .helpers.crashed import crashed  # noqa: F401 (a fixture)
 
 PHOENIX = next(iter(p for p in [os.environ.get("DH_PHOENIX"),
                                 Path.home() / ".cache/dh-e2e/phoenix/bin/phoenix"]

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
+from .. import events
 from ..errors import UsageError
 from ..models import Source
 from ..workspace import copy_workspace
@@ -44,7 +45,7 @@ def moved_here(local, session_id: str) -> bool:
         local.get_session(session_id)
     except Exception:
         return False
-    return any(e.type == "moved" and e.details.get("from") != e.details.get("to")
+    return any(e.type == events.MOVED and e.details.get("from") != e.details.get("to")
                for e in local.events(session_id))
 
 
