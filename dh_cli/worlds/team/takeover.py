@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ... import events
 from ...errors import SessionLocked
 from .lease import take
 from .protocol import Holder, LeaseRow
@@ -167,9 +168,8 @@ def record_takeover(local, session_id: str, lease, by: str) -> None:
     to this host at epoch n+1. Nothing when the lease was simply free."""
     found = lease.world.leases(session_id).get(session_id)
     if found is not None and found.prev_epoch is not None:
-        local.add_event(session_id, "takeover", {"from_host": found.prev_host,
-                                                 "from_epoch": found.prev_epoch,
-                                                 "host": found.host, "epoch": found.epoch, "by": by})
+        events.add(local, session_id, events.takeover(found.prev_host, found.prev_epoch,
+                                                      found.host, found.epoch, by))
 
 
 def ship_now(local, lease, session_id: str) -> None:
