@@ -38,7 +38,8 @@ from dh_cli.worlds.local import LocalWorld  # noqa: E402
 from dh_cli.worlds.team import open_world  # noqa: E402
 from dh_cli.worlds.team.shipper import Shipper  # noqa: E402
 from dh_cli.worlds.team.tenure import acquire  # noqa: E402
-from tests import pg, redis_server  # noqa: E402
+from tests import pg  # noqa: E402
+from tests.helpers import redis_server  # noqa: E402
 
 TTL = 3
 WORLDS = ("postgres", "redis")

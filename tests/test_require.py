@@ -35,7 +35,7 @@ def test_a_missing_part_skips_here_and_fails_when_required(tmp_path, require, ex
 
 
 REDIS_PROBE = '''
-from tests.redis_server import redis_url  # noqa: F401
+from tests.helpers.redis_server import redis_url  # noqa: F401
 
 def test_needs_redis(redis_url):
     pass

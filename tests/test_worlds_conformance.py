@@ -15,8 +15,8 @@ from dh_cli.models import Event, Record, Session, Source
 from dh_cli.worlds.base import Mark
 from dh_cli.worlds.local import LZ4
 
-from .team_worlds import TEAM_WORLDS, URL_FIXTURES, Team, team  # noqa: F401  (team: a fixture)
-from .team_worlds import pg_url, redis_url  # noqa: F401  (fixtures)
+from .helpers.team_worlds import TEAM_WORLDS, URL_FIXTURES, Team, team  # noqa: F401  (team: a fixture)
+from .helpers.team_worlds import pg_url, redis_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(params=["local", *TEAM_WORLDS])

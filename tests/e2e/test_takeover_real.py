@@ -27,14 +27,15 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli import events
 from tests.fakes.model_server import FakeModelServer, tool_results
 from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
 from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
-from tests.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
+from tests.helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
 
-from .test_real_harnesses import RUN_TIMEOUT, launched_pid, logged
-from .test_workspace_e2e import SCRIPT as FILES_SCRIPT
-from .test_workspace_e2e import rig_on as machine  # a machine: its own homes, the real configs
+from tests.helpers.real_runs import RUN_TIMEOUT, launched_pid, logged
+from tests.helpers.workspace_runs import SCRIPT as FILES_SCRIPT
+from tests.helpers.workspace_runs import rig_on as machine  # a machine: its own homes, the real configs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("nothing_left")]
 
@@ -237,7 +238,7 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, team):
     assert server.rebilled() == 0, server.completed_counts()
     world = team.open()
     try:
-        restored = [e.details for e in world.events(sid) if e.type == "workspace"]
+        restored = [e.details for e in world.events(sid) if e.type == events.WORKSPACE]
         assert restored and set(restored[0]["restored"]["written"]) == set(expected), restored
         assert any(b"All done." in r.raw for s in world.sources(sid)
                    for r in world.read_records(sid, s.relpath))

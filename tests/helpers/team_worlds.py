@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from . import pg, redis_server
-from .pg import pg_url  # noqa: F401  (fixture)
-from .redis_server import redis_url  # noqa: F401  (fixture)
+from tests import pg
+from tests.helpers import redis_server
+from tests.pg import pg_url  # noqa: F401  (fixture)
+from tests.helpers.redis_server import redis_url  # noqa: F401  (fixture)
 
 TEAM_WORLDS = [pytest.param("postgres", marks=pytest.mark.postgres),
                pytest.param("redis", marks=pytest.mark.redis)]
@@ -33,6 +34,18 @@ class Team:
         try:
             found = world.leases(sid).get(sid)
             return found.epoch if found else None
+        finally:
+            world.close()
+
+    def drop_snapshots(self, sid: str) -> None:
+        """Delete the session's workspace snapshots from the world (a world that never had
+        one), as an operator would with the server's own client."""
+        world = self.open()
+        try:
+            if self.name == "postgres":
+                world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s RETURNING 1", [sid])
+            else:
+                world.client.delete(f"dh:ws_snapshots:{sid}")
         finally:
             world.close()
 
