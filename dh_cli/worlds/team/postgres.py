@@ -36,7 +36,8 @@ from .postgres_leases import PgLeases
 from .protocol import only_match
 from .postgres_schema import MIGRATIONS, RECORD_TYPES  # noqa: F401 - re-exported
 from .postgres_url import URL_VARIABLES, resolve_url, scrub, world_error  # noqa: F401 - re-exported
-from ..rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
+from ..rows import (RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, position_range,
+                    stored_rows)
 
 MIGRATION_LOCK = 0x64680001  # advisory lock key: one dh migrates at a time
 PROGRESS_COLUMNS = [c for c in SOURCE_COLUMNS if c not in ("id", "session_id", "relpath")]
@@ -53,14 +54,9 @@ _SET_PROGRESS = ", ".join(f'"{c}" = %s' for c in PROGRESS_COLUMNS)
 
 
 def _range(after: Position | None, upto: Position | None) -> tuple[str, list]:
-    clause, args = "", []
-    if after is not None:
-        clause += ' AND (generation, "offset") > (%s, %s)'
-        args += list(after)
-    if upto is not None:
-        clause += ' AND (generation, "offset") <= (%s, %s)'
-        args += list(upto)
-    return clause, args
+    """rows.position_range in PostgreSQL's spelling (%s placeholders, "offset" quoted)."""
+    clause, args = position_range(after, upto)
+    return clause.replace("?", "%s").replace("offset", '"offset"'), args
 
 
 def _sanitize(rows: list[tuple]) -> list[tuple]:
