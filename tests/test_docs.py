@@ -16,7 +16,8 @@ DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
            "dh log trace",  # trace: needs a collector (tests/test_otel.py)
-           "dh worker"}  # dh worker: a long-running service
+           "dh worker",  # dh worker: a long-running service
+           "dh serve"}  # dh serve: a web server (tests/test_serve.py)
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):
@@ -95,6 +96,7 @@ def _invocations(tmp_path, session_id):
         "dh log rebuild": ["log", "rebuild", session_id, "--to", str(tmp_path / "rebuilt")],
         "dh log status": ["log", "status"],
         "dh log schema": ["log", "schema"],
+        "dh log cost": ["log", "cost", "--by", "session"],
         "dh log search": ["log", "search", "files"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],

@@ -104,7 +104,8 @@ def log_search(
         return
     import shutil
 
-    render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
+    render.search_hits(hits, short_prefixes(world, [h.session_id for h in hits]),
+                       shutil.get_terminal_size().columns)
 
 
 @app.command("show")
@@ -359,6 +360,39 @@ def log_schema(json_: JsonOpt = False) -> None:
         output.print_json({"schema": SCHEMA, "examples": [{"title": t, "sql": q} for t, q in EXAMPLES]})
         return
     output.out.print(text(), markup=False)
+
+
+class CostGroup(str, Enum):
+    day = "day"
+    session = "session"
+    harness = "harness"
+    model = "model"
+
+
+@app.command("cost")
+def log_cost(
+    by: Annotated[Optional[list[CostGroup]], typer.Option("--by", help="Group by day, session, harness or model (repeat to group by several; default: day)")] = None,
+    tz: Annotated[Optional[str], typer.Option("--tz", help="Time zone of the days, an IANA name such as Europe/Paris or UTC (default: this machine's)")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Show what the model calls of every session cost, across every harness in one table.
+
+    Each call is counted once, its tokens in one vocabulary for every harness (uncached input,
+    cache reads, 5-minute and 1-hour cache writes, output with its reasoning) and priced from
+    the genai-prices table; a model the table does not know is counted but not priced.
+
+    Example:
+      $ dh log cost
+      $ dh log cost --by session --by model
+      $ dh log cost --tz UTC --json
+    """
+    from ..logviews.costs import costs, zone
+
+    report = costs(LocalWorld(), [g.value for g in by or [CostGroup.day]], zone(tz))
+    if json_:
+        output.print_json(report)
+    else:
+        render.cost_table(report)
 
 
 @app.command("status")

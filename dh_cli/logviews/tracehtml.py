@@ -208,16 +208,20 @@ def _turn(turn: Span, nested: bool = False) -> str:
 
 # pages -------------------------------------------------------------------------------------------
 def _head(view, page: int) -> str:
-    s, t = view.session, view.totals
-    cost = t.get("cost") or {}
-    saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
-             if cost.get("crashes") else "")
+    s = view.session
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
             f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}{docs_html.CSS}</style>"
-            f"</head>\n<body>\n"
-            f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
+            f"</head>\n<body>\n")
+
+
+def _header(view) -> str:
+    s, t = view.session, view.totals
+    cost = t.get("cost") or {}
+    saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
+             if cost.get("crashes") else "")
+    return (f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
             f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
             f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
@@ -249,13 +253,19 @@ def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
 
 
 def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
+    return (_head(view, page) + body(view, page, turns, more, link, documents)
+            + "</body></html>\n").encode("utf-8")
+
+
+def body(view, page: int, turns: list[Span], more: bool, link=None, documents=None) -> str:
+    """What a page shows, without the document around it (`dh serve` draws it in its own)."""
     nav = _nav(page, more, link)
-    body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
-    trace = '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
+    trace_html = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
+    trace = '<h2>Trace</h2>\n<main id="trace">\n' + trace_html + "</main>\n"
     side = docs_html.aside(documents or {}, _calls(turns))
     if side:
         trace = f'<div class="layout"><div>{trace}</div>\n{side}</div>\n'
-    return (_head(view, page) + nav + trace + nav + "</body></html>\n").encode("utf-8")
+    return _header(view) + nav + trace + nav
 
 
 def _calls(turns: list[Span]) -> dict[str, int]:
