@@ -71,8 +71,9 @@ class Settings:
     __pydantic_config__ = FORBID
 
     # each description is also the man page's line for the setting's variable (_gen_docs.py)
-    world: Literal["local", "postgres"] = _about("Default world: local or postgres.", default="local")
+    world: Literal["local", "postgres", "redis"] = _about("Default world: local, postgres or redis.", default="local")
     postgres_url: str | None = _about("URL of the PostgreSQL world (password never shown).", default=None)
+    redis_url: str | None = _about("URL of the Redis (or Valkey) world (password never shown).", default=None)
     lease_ttl: Annotated[float, Gt(0)] = _about(  # issue 15
         "Seconds a live session's holder may stay silent before another machine may take it over.",
         default=15.0)
@@ -116,6 +117,7 @@ ENV_KEYS = {
     "DH_WORLD": "world",
     "DH_POSTGRES_URL": "postgres_url",
     "WORKFLOW_POSTGRES_URL": "postgres_url",
+    "DH_REDIS_URL": "redis_url",
     "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",

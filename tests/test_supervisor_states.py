@@ -61,7 +61,7 @@ from dh_cli.supervisor import states
 from dh_cli.supervisor.policy import PolicyConfig
 from dh_cli.supervisor.runner import FORWARDED, Supervisor
 from dh_cli.supervisor.spec import LaunchSpec, RunOptions
-from dh_cli.worlds.live_world import WorldLink
+from dh_cli.worlds.team.live_world import WorldLink
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 
@@ -482,7 +482,7 @@ TAKEN = "session s1 was taken over by dh on b (epoch 3 -> 4)"
 
 
 def test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [FOREVER], complete=False, link=link)
     r.clock.after(4, lambda: setattr(link.tenure, "lost", {"reason": TAKEN}))  # the epoch moved
     r.clock.after(120, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
@@ -501,7 +501,7 @@ def test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again(t
 
 
 def test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [Script(runs_for=8, rc=-9)], complete=False, link=link)
     r.clock.after(3, lambda: setattr(link.tenure, "expired", True))  # the server is unreachable
     assert r.supervisor.run([]) == 4
@@ -514,7 +514,7 @@ def test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch
 
 
 def test_a_held_lease_relaunches_as_without_a_world(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)], link=link)
     r.relauncher.complete = lambda: len(r.procs.children) == 2
     assert r.supervisor.run([]) == 0

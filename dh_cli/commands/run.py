@@ -15,14 +15,15 @@ from ..resume.plan import resume_session, start_run, wait_for_reset
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
+from ..worlds import team
 from ..worlds.local import LocalWorld
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
 GraceOpt = Annotated[Optional[float], typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died (default 3, or the config file)")]
 ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
-WorldOpt = Annotated[Optional[str], typer.Option("--world", help="Replicate the session live to this world and hold its lease there: postgres (default: the config's world, DH_WORLD, or WORKFLOW_TARGET_WORLD=@workflow/world-postgres)")]
-UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
+WorldOpt = Annotated[Optional[str], typer.Option("--world", help=f"Replicate the session live to this team world and hold its lease there: {team.listed()} (default: the config's world, DH_WORLD, or WORKFLOW_TARGET_WORLD=@workflow/world-postgres)")]
+UrlOpt = Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
 OnLimitOpt = Annotated[Optional[str], typer.Option("--on-limit", help="wait|stop: when the provider refuses the turn for a usage or rate limit, wait for its reset and go on (default), or stop")]
@@ -51,7 +52,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
 
 
 def _link(settings, world, url, ttl, lease, adopt_epoch):
-    from ..worlds.live_world import link_for  # psycopg loads only for a live world
+    from ..worlds.team.live_world import link_for  # a world's client library loads only for a live world
 
     epoch = lease.epoch if lease is not None else None
     return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch, lease)
@@ -93,8 +94,8 @@ def resume_command(
     max_restarts: RestartsOpt = None,
     tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
-    world_name: Annotated[Optional[str], typer.Option("--world", help="Pull the session from this world first (postgres); it then replicates live under its lease")] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    world_name: Annotated[Optional[str], typer.Option("--world", help=f"Pull the session from this team world first ({team.listed()}); it then replicates live under its lease")] = None,
+    url: UrlOpt = None,
     cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
     workspace: Annotated[Optional[str], typer.Option("--workspace", help="keep|restore: when the checkout differs from the session's last workspace snapshot (default: ask on a terminal, keep without one)")] = None,
     lease_ttl: LeaseTtlOpt = None,
@@ -115,16 +116,16 @@ def resume_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     lease = None
-    from ..worlds.live_world import resume_world  # --world, else the configured world
+    from ..worlds.team.live_world import resume_world  # --world, else the configured world
 
     world_name = resume_world(world_name)
     if world_name:  # held in the world for the whole resume: one machine at a time
-        from ..worlds.takeover import before_resume
+        from ..worlds.team.takeover import before_resume
 
         claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
         session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
         if claimed is not None:
-            from ..worlds.takeover import record_takeover
+            from ..worlds.team.takeover import record_takeover
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     failure = None
@@ -141,7 +142,7 @@ def resume_command(
         raise
     finally:
         if lease is not None:
-            from ..worlds.takeover import end_hold
+            from ..worlds.team.takeover import end_hold
 
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
@@ -186,7 +187,7 @@ def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, to
 
 
 def _pull(world, world_name: str, ref: str, url: str | None, ttl=None, adopt_epoch=None):
-    from ..worlds.lease import hold_and_pull
+    from ..worlds.team.lease import hold_and_pull
 
     session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url, ttl, adopt_epoch)
     if added is not None:
