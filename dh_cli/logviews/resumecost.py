@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from .. import events
 from ..errors import UnknownHarness
 from ..tokens import Usage
 from ..wrappers import get as get_wrapper
@@ -54,7 +55,7 @@ def resume_costs(world, session_id: str, harness: str, pricer: Pricer | None = N
         wrapper = get_wrapper(harness)
     except UnknownHarness:
         return []
-    launched = {e.attempt: _ms(e.at) for e in world.events(session_id) if e.type == "launched" and e.attempt}
+    launched = {e.attempt: _ms(e.at) for e in world.events(session_id) if e.type == events.LAUNCHED and e.attempt}
     starts = sorted((ms, attempt) for attempt, ms in launched.items() if attempt > 1)
     if not starts:
         return []
