@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from ..documents import html as docs_html
 from .timeline import CSP, html_timeline, timeline
-from .render import money
+from .render import money, resume_line
 from .trace import Span
 
 TURNS_PER_PAGE = 100
@@ -227,7 +227,16 @@ def _header(view) -> str:
             f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
             f' {t.get("output", 0):,} out / {t.get("cache_read", 0):,} cache read / '
             f'{t.get("cache_write", 0):,} cache write tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f"{_resumes(t.get('resumes') or [])}"
             f"<h2>Attempts</h2>\n{html_timeline(timeline(view.events))}")
+
+
+def _resumes(resumes: list[dict]) -> str:
+    """What each resume re-cached (logviews/resumecost.py), one line an attempt."""
+    if not resumes:
+        return ""
+    rows = "".join(f"<li>{_e(resume_line(r))}</li>" for r in resumes)
+    return f'<ul class="meta" id="resumes">{rows}</ul>\n'
 
 
 def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:
