@@ -29,7 +29,7 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     if kind == "launch":
         return {"kind": "attempt", "label": f"attempt {event['attempt'] or len(marks) + 1}"}
     if kind == "exited":
-        return _exit_mark(d)
+        return exit_mark(d)
     if kind == "state":
         return _state_mark(d, marks)
     if kind == "repaired" or (kind == "repair" and d.get("call_id") not in repaired):
@@ -43,7 +43,7 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     return None
 
 
-def _exit_mark(d: dict) -> dict:
+def exit_mark(d: dict) -> dict:
     if d.get("user_signal"):
         return {"kind": "stop", "label": f"stopped by the user (signal {d['user_signal']})"}
     if d.get("signal"):
