@@ -154,10 +154,11 @@ def log_show(
             **{k: v for k, v in view.to_dict().items() if k != "items"},
             "workspace": clean([s.to_dict() for s in snaps], show_secrets)})
         return
+    width = output.terminal_width()
     with output.pager(not no_pager):
-        render.session_head(view)
-        render.session_items(items)
-        render.session_tail(view)
+        render.session_head(view, width)
+        render.session_items(items, width)
+        render.session_tail(view, width)
 
 
 def _cleaned(records, show_secrets: bool, terminal: bool):

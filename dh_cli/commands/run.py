@@ -21,7 +21,7 @@ StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seco
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
 GraceOpt = Annotated[Optional[float], typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died (default 3, or the config file)")]
 ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
-WorldOpt = Annotated[Optional[str], typer.Option("--world", help="Replicate the session live to this world and hold its lease there: postgres (default: the config's world, DH_WORLD, or WORKFLOW_TARGET_WORLD=@workflow/world-postgres)")]
+WorldOpt = Annotated[Optional[str], typer.Option("--world", help="Replicate the session live to this world and hold its lease there: postgres (default: the config's world, DH_WORLD, or $WORKFLOW_TARGET_WORLD set to @workflow/world-postgres)")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
