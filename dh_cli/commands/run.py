@@ -16,6 +16,7 @@ from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
 from ..worlds.local import LocalWorld
+from .args import HarnessArg, SessionArg
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
@@ -54,7 +55,7 @@ def _link(settings, world, url, ttl, lease, adopt_epoch):
 
 
 def run_command(
-    harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
+    harness: HarnessArg,
     args: Annotated[Optional[list[str]], typer.Argument(help="The harness's own arguments, after --")] = None,
     stall_timeout: StallOpt = None,
     max_restarts: RestartsOpt = None,
@@ -81,7 +82,7 @@ def run_command(
 
 
 def resume_command(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     prompt: PromptOpt = None,
     no_supervise: Annotated[bool, typer.Option("--no-supervise", help="Resume once; do not restart it if it crashes again")] = False,
     stall_timeout: StallOpt = None,
