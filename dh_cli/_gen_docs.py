@@ -233,16 +233,21 @@ def completion(app, shell: str) -> str:
 
 
 # writing ------------------------------------------------------------------------------------
-def render(app) -> dict[str, str]:
-    """Every generated file, keyed by its path relative to the repository."""
+def man_pages(app) -> dict[str, str]:
+    """Every man page by its name: dh, then dh-GROUP for each command group."""
     from . import __version__
 
     docs = walk(app)
-    files = {"man/dh.1": man_root(docs, __version__)}
+    pages = {"dh": man_root(docs, __version__)}
     for doc in docs[1:]:
         if doc.is_group:
-            name = doc.path.replace(" ", "-")
-            files[f"man/{name}.1"] = man_group(doc, docs, __version__)
+            pages[doc.path.replace(" ", "-")] = man_group(doc, docs, __version__)
+    return pages
+
+
+def render(app) -> dict[str, str]:
+    """Every generated file, keyed by its path relative to the repository."""
+    files = {f"man/{name}.1": text for name, text in man_pages(app).items()}
     for shell, name in SHELLS.items():
         files[f"completions/{name}"] = completion(app, shell)
     return files

@@ -16,7 +16,8 @@ DOCS = _gen_docs.walk(app)
 # Commands that act rather than report: they have no --json.
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
            "dh log trace",  # trace: needs a collector (tests/test_otel.py)
-           "dh worker"}  # dh worker: a long-running service
+           "dh worker",  # dh worker: a long-running service
+           "dh completion", "dh man"}  # they print a script or a page
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):
