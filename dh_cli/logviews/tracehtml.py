@@ -8,7 +8,8 @@ column beside the trace. Prompts and answers are rendered Markdown and code is h
 above its bar, so a phone's 400 px reads without scrolling sideways. No scripts, and a
 Content-Security-Policy that forbids every fetch.
 
-`pages` is the library entry: a view and its turns in, whole HTML documents out."""
+`pages` is the library entry: a view and its turns in, whole HTML documents out; `page_body`
+and `stylesheet` are the same page for a server to put inside its own."""
 
 from __future__ import annotations
 
@@ -233,17 +234,25 @@ def _turn(turn: Span, nested: bool = False) -> str:
 
 
 # pages -------------------------------------------------------------------------------------------
+def stylesheet() -> str:
+    """The page's whole CSS (a page embedding `page_body` puts it in its own <style>)."""
+    return CSS + highlight_css() + docs_html.CSS + NARROW
+
+
 def _head(view, page: int) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
+            f"<title>dh session {_e(view.session['id'])} (page {page})</title>\n"
+            f"<style>{stylesheet()}</style></head>\n<body>\n")
+
+
+def _summary(view) -> str:
     s, t = view.session, view.totals
     cost = t.get("cost") or {}
     saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
              if cost.get("crashes") else "")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
-            f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}{highlight_css()}{docs_html.CSS}{NARROW}</style>"
-            f"</head>\n<body>\n"
-            f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
+    return (f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
             f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
             f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
@@ -275,13 +284,19 @@ def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
 
 
 def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
-    nav = _nav(page, more, link)
+    body = page_body(view, turns, documents, _nav(page, more, link))
+    return (_head(view, page) + body + "</body></html>\n").encode("utf-8")
+
+
+def page_body(view, turns: list[Span], documents: dict | None = None, nav: str = "") -> str:
+    """What goes inside <body> for these turns: the session's summary and attempts, the trace,
+    the documents beside it (styled by `stylesheet()`); for a page of its own or another's."""
     body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
     trace = '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
     side = docs_html.aside(documents or {}, _calls(turns))
     if side:
         trace = f'<div class="layout"><div>{trace}</div>\n{side}</div>\n'
-    return (_head(view, page) + nav + trace + nav + "</body></html>\n").encode("utf-8")
+    return _summary(view) + nav + trace + nav
 
 
 def _calls(turns: list[Span]) -> dict[str, int]:
