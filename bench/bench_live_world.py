@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_supervisor import pct, pi_session  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
-from dh_cli.supervisor.live import LiveMirror  # noqa: E402
+from dh_cli.mirror.live import LiveMirror  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
 from dh_cli.worlds.postgres import PostgresWorld  # noqa: E402
 from dh_cli.worlds.shipper import Shipper  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from floor import commit_floor, pi_load_lines  # noqa: E402
 
 from dh_cli import wrappers  # noqa: E402
-from dh_cli.supervisor import live as live_module  # noqa: E402
+from dh_cli.mirror import live as live_module  # noqa: E402
 from dh_cli.worlds import checkpoint as checkpoint_module  # noqa: E402
 from dh_cli.worlds.local import LocalWorld, decode_raw  # noqa: E402
 

@@ -52,7 +52,7 @@ class LogSampler(threading.Thread):
     def _look(self, world) -> None:
         import json
 
-        from dh_cli.wrappers.opencode import row_key
+        from dh_cli.wrappers.opencode_rows import row_key
 
         now = time.monotonic()
         for session in world.list_sessions():

@@ -31,7 +31,7 @@ from floor import commit_floor, pi_load_lines  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.mirror.inotify import EVENT, Inotify  # noqa: E402
 from dh_cli.mirror.pacing import Pacer  # noqa: E402
-from dh_cli.mirror.tailer import Tailer  # noqa: E402
+from dh_cli.stores.tailer import Tailer  # noqa: E402
 from dh_cli.worlds.checkpoint import Checkpointer  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dh_cli import wrappers  # noqa: E402
-from dh_cli.supervisor.live import LiveMirror  # noqa: E402
+from dh_cli.mirror.live import LiveMirror  # noqa: E402
 from dh_cli.wrappers.claude import project_slug  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
 

@@ -82,12 +82,12 @@ def __getattr__(name: str):
 
 def app_for(argv: list[str]) -> typer.Typer:
     """The app one invocation needs: its command alone when the first word names one; the
-    whole CLI for root options (--help, --version, completion), `dh` alone or a typo."""
+    whole CLI for root options (--help, --version, completion), `dh` alone, `dh man` or a typo."""
     if "app" in globals():
         return globals()["app"]  # built (and maybe extended) already: a test's own command
     word = argv[0] if argv else None
-    return build_app(word) if word in COMMANDS and not os.environ.get("_DH_COMPLETE") else \
-        __getattr__("app")
+    alone = word in COMMANDS and word != "man"  # `dh man` reads every command's help
+    return build_app(word) if alone and not os.environ.get("_DH_COMPLETE") else __getattr__("app")
 
 
 def _version(value: bool) -> None:

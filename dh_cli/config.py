@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # bound by _schema() when a value is validated; the annotatio
     from annotated_types import Ge, Gt
 
 Replay = Literal["safe", "never"]
+# workspace files listed in a snapshot but never stored (workspace/scan.py Rules)
+DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
+                   "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
+                   "credentials", "credentials.json", "*.kdbx", ".git-credentials")
 FORBID = {"extra": "forbid"}  # pydantic's config of each dataclass: an unknown key is an error
 
 
@@ -47,8 +51,6 @@ class Restart:
 
 
 def _default_secrets() -> list[str]:
-    from .workspace.scan import DEFAULT_SECRETS
-
     return list(DEFAULT_SECRETS)
 
 

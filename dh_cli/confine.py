@@ -102,16 +102,15 @@ def settle(world, wrapper, session: Session, env: dict | None = None) -> Session
     home, cwd = decided
     main = _main_path(world, wrapper, session, env)
     if (session.home, session.cwd, session.native_path) != (home, cwd, main):
-        world.update_session(session.id, home=home, cwd=cwd, native_path=main,
-                             host=socket.gethostname())
+        return world.update_session(session.id, home=home, cwd=cwd, native_path=main,
+                                    host=socket.gethostname())
     return world.get_session(session.id)
 
 
 def adopt(world, wrapper, session: Session, home: Path, cwd: str | None) -> Session:
     """Take a session that came from elsewhere into this machine's layout without moving
     its records: home and cwd are the ones given (this run's), every path re-derived."""
-    world.update_session(session.id, home=str(home), cwd=cwd, host=socket.gethostname())
-    session = world.get_session(session.id)
+    session = world.update_session(session.id, home=str(home), cwd=cwd, host=socket.gethostname())
     return settle(world, wrapper, session)
 
 

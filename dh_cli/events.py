@@ -3,8 +3,8 @@
 An event is written as (type, details, phase): phase "intent" before dh acts, "outcome"
 after, "info" otherwise (see supervisor/runner.py's module docstring). The readable line of
 each type is in events_text.py; tests/test_supervisor_states.py checks that every type
-here has one. Other packages still pass some of these names as strings (versions.py,
-workspace/, documents/, mirror/): they are listed here so `dh log show` reads them all."""
+here has one. Every writer builds its event here (tests/test_event_literals.py holds it):
+`add(world, session_id, event)`, or `event.pair()` among a source's commit (phase "info")."""
 
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ class Event:
     type: str
     details: dict = field(default_factory=dict)
     phase: str = "info"
+
+    def pair(self) -> tuple[str, dict]:
+        """(type, details), as `Log.commit` journals a source's events with its records."""
+        return self.type, self.details
+
+
+def add(world, session_id: str, event: Event, attempt: int | None = None):
+    """Journal the event in the log (`Log.add_event`); the stored event."""
+    return world.add_event(session_id, event.type, event.details, attempt, event.phase)
 
 
 def run(argv: list[str], prompt, headless: bool) -> Event:
@@ -94,3 +103,78 @@ def resume_skipped(by: str, why: str) -> Event:
 
 def lease_lost(reason: str) -> Event:
     return Event(LEASE_LOST, {"reason": reason})
+
+
+# written outside the supervisor -------------------------------------------------------------
+def repair(call_id: str, tool: str, replay: str, outcome) -> Event:
+    return Event(REPAIR, {"call_id": call_id, "tool": tool, "replay": replay, "outcome": outcome},
+                 "intent")
+
+
+def repaired(call_id: str, tool: str, replay: str, text: str) -> Event:
+    return Event(REPAIRED, {"call_id": call_id, "tool": tool, "replay": replay, "text": text}, "outcome")
+
+
+def repair_skipped(call_id: str, why: str) -> Event:
+    return Event(REPAIR_SKIPPED, {"call_id": call_id, "why": why}, "outcome")
+
+
+def unlogged_tool(outcome: dict) -> Event:
+    """A tool process dh settled that no dangling call explains (resume/prepare.py)."""
+    return Event(UNLOGGED_TOOL, outcome)
+
+
+def rebuilt(details: dict) -> Event:
+    """A native source written back from the log (the store's restore says what it did)."""
+    return Event(REBUILT, details, "outcome")
+
+
+def moved(plan: dict) -> Event:
+    """The session relocated to another checkout or home (resume/relocate.py's plan)."""
+    return Event(MOVED, plan, "outcome")
+
+
+def source_moved(from_: str, to: str, path: str, generation: int, records: int) -> Event:
+    return Event(SOURCE_MOVED, {"from": from_, "to": to, "path": path, "generation": generation,
+                                "records": records})
+
+
+def source_rewritten(path: str, reason: str, **more) -> Event:
+    """The native file was rewritten: a new generation (more: old_generation, old_offset,
+    new_size)."""
+    return Event(SOURCE_REWRITTEN, {"path": path, "reason": reason, **more})
+
+
+def source_deleted(path: str) -> Event:
+    return Event(SOURCE_DELETED, {"path": path})
+
+
+def source_unreadable(error: str, path: str | None = None) -> Event:
+    return Event(SOURCE_UNREADABLE, {"error": error} if path is None else {"path": path, "error": error})
+
+
+def source_back(path: str) -> Event:
+    return Event(SOURCE_BACK, {"path": path})
+
+
+def takeover(from_host: str, from_epoch: int, host: str, epoch: int, by: str) -> Event:
+    return Event(TAKEOVER, {"from_host": from_host, "from_epoch": from_epoch, "host": host,
+                            "epoch": epoch, "by": by})
+
+
+def log_write_failed(since: str, seconds: float, error: str) -> Event:
+    """The log could not be written for `seconds` from `since`; written once it can again."""
+    return Event(LOG_WRITE_FAILED, {"since": since, "seconds": seconds, "error": error})
+
+
+def documents_restored(files: list[str]) -> Event:
+    return Event(DOCUMENTS_RESTORED, {"files": files}, "outcome")
+
+
+def untried_version(harness: str, version: str, tried: list[str]) -> Event:
+    return Event(UNTRIED_VERSION, {"harness": harness, "version": version, "tried": tried})
+
+
+def workspace(to: str, outcome: dict) -> Event:
+    """What a resume did to the working tree (workspace/resume.py)."""
+    return Event(WORKSPACE, {"to": to, **outcome}, "outcome")

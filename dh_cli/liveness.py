@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .worlds.locks import SAFE_ID
+from .paths import SAFE_ID
 
 LIVE_STATES = {"starting", "running"}
 STARTING_GRACE = 30.0  # seconds between `starting` and the lock (a busy log can delay it)

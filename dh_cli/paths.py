@@ -2,7 +2,11 @@
 harness home variables, so tests can make everything hermetic with environment alone."""
 
 import os
+import re
 from pathlib import Path
+
+# a session id that may name a file of dh's (a lock, a liveness mark): ids come from pulled logs
+SAFE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 
 
 def _xdg(var: str, fallback: str) -> Path:

@@ -159,6 +159,3 @@ def scrub(value, secrets: list[str] | None = None):
         return [scrub(item, secrets) for item in value]
     return value
 
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: ("***" if is_secret_name(k) else redact_url(v)) for k, v in env.items()}

@@ -16,7 +16,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from . import paths
+from . import events, paths
 
 VERSION_TIMEOUT = 5.0
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?")
@@ -146,8 +146,8 @@ def note_version(world, session, wrapper, argv: list[str], env: dict, notice) ->
     noted = paths.dh_home() / CACHE
     known = _read_json(noted)
     seen = known.get("untried_noted") if isinstance(known.get("untried_noted"), list) else []
-    world.add_event(session.id, "untried_version", {"harness": wrapper.name, "version": version,
-                                                     "tried": list(wrapper.tried_versions)})
+    events.add(world, session.id, events.untried_version(wrapper.name, version,
+                                                         list(wrapper.tried_versions)))
     if key not in seen:
         notice(f"dh: {wrapper.name} {version} was not tried with dh (tried: {tried_text(wrapper)}); "
                "going on")

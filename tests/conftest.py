@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import timing
+
 FIXTURES = Path(__file__).parent / "fixtures" / "real"
 HOME_DIRS = {"claude-code": "claude-config", "codex": "codex-home", "pi": "pi-agent"}
 
@@ -25,6 +27,20 @@ def pytest_configure(config):
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.setdefault("PYTHONPYCACHEPREFIX",
                           str(Path(tempfile.gettempdir()) / f"dh-test-pycache-{os.getuid()}"))
+
+
+def pytest_collection_modifyitems(config, items):
+    timing.leave_out(config, items)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    timing.worker_done(session.config)
+    timing.run_apart(session)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    timing.node_down(node.config, node)
 
 
 def pytest_report_header(config):

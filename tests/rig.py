@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer
+from tests.helpers import harnesses
 
 HEADLESS_ARGS = {
     "claude-code": lambda p: ["-p", p, "--output-format", "stream-json", "--verbose",
@@ -22,7 +23,7 @@ HEADLESS_ARGS = {
     "opencode": lambda p: ["run", "--format", "json", "--title", "dh-test", p],
     "pi": lambda p: ["-p", "--mode", "json", "--provider", "mock", "--model", "mock-claude", p],
 }
-HARNESSES = list(HEADLESS_ARGS)
+HARNESSES = harnesses.ALL  # a harness without HEADLESS_ARGS fails where it is used
 
 
 def dh(*args: str, env: dict | None = None, cwd=None, timeout: float = 120, wait: bool = True,

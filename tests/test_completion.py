@@ -12,7 +12,7 @@ import pytest
 
 from dh_cli import _gen_docs
 
-from .test_export import crashed  # noqa: F401 (a fixture)
+from .helpers.crashed import crashed  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).parent.parent
 

@@ -22,8 +22,9 @@ from dh_cli.worlds.local import LocalWorld
 
 from . import pg
 from .conftest import FIXTURES
+from .helpers import harnesses
 from .pg import pg_url  # noqa: F401  (fixture)
-from .test_bad_input import one_error
+from .helpers.cli import one_error
 from . import rig
 
 NETRC_TOKEN = "netrc-token-6a1c0f2e9d"
@@ -289,7 +290,7 @@ def test_property_a_pulled_source_is_read_only_under_the_configured_home(tmp_pat
 
 
 @settings(max_examples=500, deadline=None)
-@given(native_id=IDS, harness=st.sampled_from(["claude", "codex", "opencode", "pi"]))
+@given(native_id=IDS, harness=st.sampled_from(harnesses.ALL))
 def test_property_an_accepted_id_is_one_plain_word(native_id, harness):
     from dh_cli.confine import Refused, check_native_id
     from dh_cli.wrappers import get

@@ -12,7 +12,7 @@ import pytest
 
 from tests.require import skip_if_missing
 
-from dh_cli.pricing import Pricer
+from dh_cli.logviews.pricing import Pricer
 
 from .conftest import FIXTURES, fixture_home, scenarios
 from .fakes.transcripts import write_claude_transcript

@@ -19,6 +19,14 @@ def test_db_is_created_private_with_wal(dh_home):
     assert world.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_update_session_returns_the_session_as_updated(dh_home):
+    world = LocalWorld()
+    session = world.create_session("pi", home="/h", cwd="/a")
+    updated = world.update_session(session.id, cwd="/b", attempts=2)
+    assert (updated.cwd, updated.attempts, updated.home) == ("/b", 2, "/h")
+    assert updated == world.get_session(session.id)
+
+
 def test_blank_schema_has_the_expected_tables():
     db = Database(memory=True)
     migrations.migration_set().apply(db)

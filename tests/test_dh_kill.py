@@ -16,84 +16,18 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
 
-from .fakes.model_server import FakeModelServer
 from .fakes.transcripts import write_claude_transcript
-from .rig import HEADLESS_ARGS, SCRIPT, Rig
-
-SLOW = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=3, delay_times=1),
-                    *SCRIPT["replies"][2:]]}
-
-
-class HarnessWatch:
-    """Samples the process table every 10 ms for harness processes of one rig (the fakes run
-    from the rig's own bin folder) and keeps the most seen at once."""
-
-    def __init__(self, marker: str):
-        self.marker, self.most, self.stopped = marker, 0, threading.Event()
-        self.at_most: list = []  # the command lines when the most were seen
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def running(self) -> list[psutil.Process]:
-        found = []
-        for proc in psutil.process_iter(["cmdline", "status", "ppid"]):
-            cmdline = proc.info["cmdline"] or []
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and len(cmdline) > 1 \
-                    and cmdline[1].startswith(self.marker):
-                found.append(proc)
-        # a harness's own child between fork and exec still shows the harness's command line
-        pids = {p.pid for p in found}
-        return [p for p in found if p.info["ppid"] not in pids]
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            found = self.running()
-            if len(found) > self.most:
-                self.most = len(found)
-                self.at_most = [(p.pid, p.info["cmdline"]) for p in found]
-            time.sleep(0.01)
-
-    def wait_gone(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while self.running():
-            assert time.monotonic() < deadline, "the orphaned harness never exited"
-            time.sleep(0.05)
-
-    def stop(self) -> int:
-        self.stopped.set()
-        self.thread.join(5)
-        if self.most > 1:
-            print("harness processes at once:", self.at_most)
-        return self.most
-
-
-@pytest.fixture
-def rig(tmp_path):
-    server = FakeModelServer(SLOW).start()
-    yield Rig(tmp_path, server)
-    server.stop()
-
-
-def spawn_run(rig, harness: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dh_cli", "run", harness, "--",
-                             *HEADLESS_ARGS[harness]("Create the files.")], cwd=rig.proj,
-                            env={**rig.env, **(env or {})}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def kill(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(10) == -signal.SIGKILL
+from .rig import SCRIPT
+from tests.helpers import harnesses
+from tests.helpers.kill import HarnessWatch, kill, rig, spawn_run, the_session  # noqa: F401 (rig)
 
 
 def events_in(db: Path) -> list[tuple[str, int | None]]:
@@ -118,11 +52,6 @@ def wait_event(db: Path, type_: str, nth: int = 1, timeout: float = 60) -> None:
         assert time.monotonic() < deadline, f"no {type_!r} event #{nth}: {events_in(db)}"
         time.sleep(0.002)
 
-
-def the_session(rig):
-    world = rig.world()
-    (session,) = world.list_sessions()
-    return world, world.get_session(session["id"])
 
 
 def check_consistent(rig) -> None:
@@ -161,7 +90,7 @@ def read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-@pytest.mark.parametrize("harness", ["pi", "claude-code", "codex", "opencode"])
+@pytest.mark.parametrize("harness", harnesses.ALL)
 def test_dh_killed_while_mirroring_then_resume(rig, harness):
     """dh dies while the harness waits on a slow model reply. The harness runs on without it
     until its next write to the stdout pipe dh held (EPIPE: it dies there); `dh resume` logs

@@ -12,7 +12,7 @@ from dh_cli.cli import app
 
 from .conftest import fixture_home
 
-DOCS = _gen_docs.walk(app)
+DOCS = _gen_docs.walk(typer.main.get_command(app))
 # Commands that act rather than report: they have no --json.
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
            "dh log trace",  # trace: needs a collector (tests/test_otel.py)

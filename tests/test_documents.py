@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 
 from .conftest import fixture_home
-from .test_export import CHROMIUM, open_in_chromium
+from .helpers.browser import CHROMIUM, open_in_chromium
 
 
 def docs_of(run_dh, harness: str, scenario: str, tmp_path) -> dict:

@@ -3,13 +3,9 @@
 
 import html
 import json
-import os
 import re
 import shutil
 import stat
-import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -19,34 +15,9 @@ from dh_cli.logviews.timeline import timeline
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home, scenarios
-
-# What a supervised session that crashed once and was resumed leaves in the journal.
-CRASH_EVENTS = [
-    ("launch", {"argv": ["claude", "-p", "Create the files."]}, 1, "intent"),
-    ("launched", {"pid": 4242, "create_time": 1.0}, 1, "outcome"),
-    ("exited", {"code": -9, "signal": 9, "stalled": False, "user_signal": None}, 1, "outcome"),
-    ("state", {"from": "RUNNING", "to": "BACKOFF", "outcome": "crashed", "reason": "crashed"}, 1, "info"),
-    ("resume", {"attempt": 2}, 2, "intent"),
-    ("repair", {"call_id": "toolu_01", "tool": "Bash", "replay": "never", "outcome": None}, 2, "intent"),
-    ("repaired", {"call_id": "toolu_01", "tool": "Bash", "replay": "never",
-                  "text": "The command was cut off by a crash."}, 2, "outcome"),
-    ("resume_plan", {"mode": "resume", "argv": ["--resume", "x"]}, 2, "outcome"),
-    ("launch", {"argv": ["claude", "--resume", "x"]}, 2, "intent"),
-    ("exited", {"code": 0, "signal": None}, 2, "outcome"),
-    ("state", {"from": "RUNNING", "to": "EXITED", "outcome": "finished"}, 2, "info"),
-]
-
-
-@pytest.fixture
-def crashed(tmp_path, run_dh):
-    """An imported real Claude Code session with a crash, a repair and a resume journaled."""
-    home = fixture_home("claude-code", "killed-resumed", tmp_path)
-    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
-    world = LocalWorld()
-    (session,) = world.list_sessions()
-    for type_, details, attempt, phase in CRASH_EVENTS:
-        world.add_event(session["id"], type_, details, attempt, phase)
-    return session["id"], home
+from tests.helpers import harnesses
+from tests.helpers.browser import ARTIFACTS, CHROMIUM, open_in_chromium
+from tests.helpers.crashed import CRASH_EVENTS, crashed  # noqa: F401 (a fixture)
 
 
 def test_timeline_marks_each_attempt_crash_repair_and_resume():
@@ -87,36 +58,6 @@ def test_html_is_self_contained(crashed, run_dh):
     assert "default-src 'none'" in page  # the browser may not fetch anything at all
 
 
-# the browser ---------------------------------------------------------------------------------
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def open_in_chromium(page, tmp_path, name: str) -> tuple[str, list[dict]]:
-    """Load a file:// page in headless chromium with every proxy connection refused; return
-    the rendered DOM and the requests the page itself started (from chromium's net log)."""
-    net_log, shot = tmp_path / f"{name}.netlog.json", tmp_path / f"{name}.png"
-    argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--no-first-run",
-            f"--user-data-dir={tmp_path / (name + '-profile')}", "--proxy-server=127.0.0.1:9",
-            f"--log-net-log={net_log}", f"--screenshot={shot}", "--window-size=1000,1400",
-            "--dump-dom", page.as_uri()]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    return done.stdout, page_requests(net_log)
-
-
-def page_requests(net_log) -> list[dict]:
-    """Requests chromium made on behalf of a page; its own background traffic (updates,
-    dictionaries) has the initiator 'not an origin'."""
-    data = json.loads(net_log.read_text())
-    start = data["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    jobs = [e.get("params", {}) for e in data["events"] if e["type"] == start]
-    return [p for p in jobs if p.get("url") and p.get("initiator") != "not an origin"]
-
-
-ARTIFACTS = Path(os.environ.get("DH_TEST_ARTIFACTS", Path(tempfile.gettempdir()) / "dh-test-artifacts"))
-
 
 @skip_if_missing(not CHROMIUM, "chromium is not installed (.ci/run installs it with apt-get)")
 def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn(crashed, run_dh, tmp_path):
@@ -155,7 +96,7 @@ def test_the_network_check_sees_a_page_that_does_fetch(tmp_path):
     assert [r["url"] for r in requests] == ["http://assets.invalid/x.png"]
 
 
-ALL = [(h, s) for h in ("claude-code", "codex", "pi", "opencode") for s in scenarios(h)]
+ALL = [(h, s) for h in harnesses.ALL for s in scenarios(h)]
 
 
 @pytest.mark.parametrize("harness,scenario", ALL)

@@ -13,7 +13,7 @@ import pytest
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
-from .test_bad_input import one_error
+from .helpers.cli import one_error
 from .rig import dh
 
 

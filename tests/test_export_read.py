@@ -14,7 +14,7 @@ from dh_cli.logviews.richtext import markdown_html
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
-from .test_export import ARTIFACTS, CHROMIUM
+from .helpers.browser import ARTIFACTS, CHROMIUM
 
 ANSWER = """Done: **two files** written, see `a.txt`.
 

@@ -317,6 +317,7 @@ def test_tool_results_in_last_request_each_shape(srv):
     assert srv.tool_results_in_last_request() == [("call_000", "out0", False), ("call_001", "out1", False)]
 
 
+@pytest.mark.timing  # the fake's delays, measured
 def test_side_call_does_not_advance(srv):
     srv.arm_stall(1.5)  # far apart from the unstalled call's time, on a loaded CI machine too
     body = anthropic_body(2)
@@ -343,6 +344,7 @@ def test_rebilled_counts_repeated_completed_steps(srv):
 # ------------------------------------------------------------------ stalls and disconnects
 
 
+@pytest.mark.timing  # the fake's delays, measured
 def test_delay_times_stalls_once_and_disconnect_is_aborted():
     script = [SCRIPT["replies"][0], {**SCRIPT["replies"][1], "delay_s": 30, "delay_times": 1}, {"text": "end"}]
     with FakeModelServer(script) as srv:
@@ -371,6 +373,7 @@ def test_stall_before_headers_then_disconnect():
         assert entry[0]["reply_index"] == 0
 
 
+@pytest.mark.timing  # the fake's delays, measured
 def test_arm_stalls_exactly_next_main_request(srv):
     req = urllib.request.Request(srv.url + "/_arm", json.dumps({"seconds": 1.2}).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=5) as r:
@@ -384,6 +387,7 @@ def test_arm_stalls_exactly_next_main_request(srv):
     assert [m["delay_s"] for m in srv.main_requests()] == [1.2, 0.0]
 
 
+@pytest.mark.timing  # the fake's delays, measured
 def test_stop_interrupts_a_stall():
     srv = FakeModelServer([{"text": "slow", "delay_s": 30}]).start()
     sock = open_raw_request(srv, "/v1/messages", anthropic_body(0))

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from dh_cli.logviews.follow import Follower, follow
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
+from .helpers.wait import wait_until
 
 
 @pytest.fixture
@@ -81,24 +81,15 @@ def test_the_generator_follows_a_writer_in_another_thread(live):
         # the reader's catch-up must see the call dangling first: a reader whose first poll
         # came after the append (its thread started late, seen under pytest-xdist) gets the
         # call already answered, as an item, and never a result
-        assert _wait(lambda: any(u.get("status") == "dangling" for u in seen))
+        wait_until(lambda: any(u.get("status") == "dangling" for u in seen), "a dangling call")
         append(14)
         LocalWorld().add_event(session_id, "launch", {"argv": []}, 2, "intent")
-        assert _wait(lambda: any(u["kind"] == "event" for u in seen))
-        assert _wait(lambda: any(u["kind"] == "result" for u in seen))
+        wait_until(lambda: any(u["kind"] == "event" for u in seen), "an event")
+        wait_until(lambda: any(u["kind"] == "result" for u in seen), "a result")
     finally:
         stop.set()
         thread.join(30)
     assert not thread.is_alive()
-
-
-def _wait(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_follow_from_another_process_and_ctrl_c_ends_it_with_130(live, dh_home):

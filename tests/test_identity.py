@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dh_cli.mirror import inotify
-from dh_cli.supervisor.live import Launch
+from dh_cli.mirror.live import Launch
 from dh_cli.wrappers import get
 
 THREAD = "01a230d4-d124-7fc3-b3a6-e74324331d04"

@@ -23,12 +23,7 @@ from pathlib import Path
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import FIXTURES, fixture_home
-from .test_bad_input import one_error
-from . import rig
-
-
-def dh(*args, env=None, cwd=None, wait=True):
-    return rig.dh(*args, env=env, cwd=cwd, wait=wait, timeout=300)
+from .helpers.cli import dh, one_error
 
 
 def counts() -> tuple[int, int]:

@@ -12,7 +12,7 @@ import sys
 from dh_cli import liveness
 from dh_cli.worlds.local import LocalWorld
 
-from .test_dh_kill import HarnessWatch, kill, rig, spawn_run, the_session  # noqa: F401 (fixture)
+from .helpers.kill import HarnessWatch, kill, rig, spawn_run  # noqa: F401 (rig: a fixture)
 
 
 def _list(rig) -> list[dict]:

@@ -8,8 +8,9 @@ import pytest
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import FIXTURES, fixture_home, scenarios
+from tests.helpers import harnesses
 
-ALL = [(h, s) for h in ("claude-code", "codex", "pi", "opencode") for s in scenarios(h)]
+ALL = [(h, s) for h in harnesses.ALL for s in scenarios(h)]
 
 
 def harness_totals(harness: str, scenario: str, home) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from dh_cli.supervisor.launch import find_binary
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
-from .test_export import CRASH_EVENTS
+from .helpers.crashed import CRASH_EVENTS, import_killed_resumed
 from .rig import dh
 
 IMPORTS = [("claude-code", "basic"), ("codex", "multiturn"), ("pi", "basic"),
@@ -100,11 +100,8 @@ def test_relative_times():
 # show ---------------------------------------------------------------------------------------------
 @pytest.fixture
 def resumed(tmp_path, run_dh):
-    home = fixture_home("claude-code", "killed-resumed", tmp_path)
-    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
-    world = LocalWorld()
-    (session,) = world.list_sessions()
-    return world, session["id"]
+    world, session_id, _ = import_killed_resumed(tmp_path, run_dh)
+    return world, session_id
 
 
 def test_a_resumed_turn_is_one_turn_with_the_cut_marked_inside(resumed, run_dh):

@@ -1,15 +1,15 @@
-"""The live mirror's wake-up path (supervisor/live.py): one thread sleeps on the inotify
+"""The live mirror's wake-up path (mirror/live.py): one thread sleeps on the inotify
 descriptor and a wake pipe and syncs, with no watcher thread handing wake-ups over; a wake-up
 sent after the mirror let go of its pipe goes nowhere. Counted, not timed."""
 
 import os
 import select
 import threading
-import time
 
 from dh_cli import wrappers
-from dh_cli.supervisor.live import LiveMirror, Wake
+from dh_cli.mirror.live import LiveMirror, Wake
 from dh_cli.worlds.local import LocalWorld
+from tests.helpers.wait import wait_until
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-12-01T09:00:00.000Z","cwd":"/"}\n'
 
@@ -17,13 +17,6 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-12-01T09:00
 def _line(n: int) -> bytes:
     return (b'{"type":"custom","customType":"load","id":"%08x","parentId":null,'
             b'"timestamp":"2026-12-01T09:00:00.000Z","data":{"n":%d}}\n' % (n + 2, n))
-
-
-def _wait_for(predicate, seconds=60.0) -> bool:
-    deadline = time.monotonic() + seconds  # generous: a loaded machine
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_a_wake_is_seen_by_select_and_drained():
@@ -63,7 +56,8 @@ def test_one_thread_mirrors_appends_and_stops(tmp_path):
         with open(native, "ab", buffering=0) as handle:
             for n in range(50):
                 handle.write(_line(n))
-        assert _wait_for(lambda: world.record_count(session.id) == 51), world.record_count(session.id)
+        wait_until(lambda: world.record_count(session.id) == 51, "51 records logged",
+                   explain=lambda: f"(logged: {world.record_count(session.id)})")
     finally:
         live.stop()
     assert live.done.is_set() and live.error is None
@@ -76,7 +70,7 @@ WARM_PROBE = """
 import sys, time
 from pathlib import Path
 from dh_cli import wrappers
-from dh_cli.supervisor.live import LiveMirror
+from dh_cli.mirror.live import LiveMirror
 from dh_cli.worlds.local import LocalWorld
 
 tmp = Path(sys.argv[1])

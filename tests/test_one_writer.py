@@ -19,7 +19,7 @@ import pytest
 from dh_cli.worlds.local import LocalWorld
 
 from .pg import pg_url  # noqa: F401  (fixture)
-from .test_bad_input import one_error
+from .helpers.cli import one_error
 from . import rig
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"

@@ -19,7 +19,8 @@ from tests.require import skip_if_missing, skip_or_fail
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
-from .test_export import ARTIFACTS, CHROMIUM, CRASH_EVENTS, crashed  # noqa: F401 (a fixture)
+from .helpers.browser import ARTIFACTS, CHROMIUM
+from .helpers.crashed import CRASH_EVENTS, crashed  # noqa: F401 (a fixture)
 
 PHOENIX = next(iter(p for p in [os.environ.get("DH_PHOENIX"),
                                 Path.home() / ".cache/dh-e2e/phoenix/bin/phoenix"]

@@ -16,7 +16,7 @@ REAL = "tests/fixtures/real/claude-code"
 def _imported(home, db, monkeypatch, pool_mb, batch_records=None):
     monkeypatch.setenv("DH_PARSE_POOL_MB", pool_mb)
     if batch_records:  # small batches: the usage de-duplication must carry across them
-        monkeypatch.setattr("dh_cli.mirror.tailer.BATCH_RECORDS", batch_records)
+        monkeypatch.setattr("dh_cli.stores.tailer.BATCH_RECORDS", batch_records)
     world = LocalWorld(db)
     report = import_sessions(world, wrappers.get("claude"), home, all_=True)
     rows = world.conn.execute(

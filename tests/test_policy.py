@@ -3,7 +3,7 @@
 import pytest
 
 from dh_cli.errors import ConfigError
-from dh_cli.resume.replay import NEVER_TEXT, SAFE_TEXT, parse_overrides, repair_text, replay_class
+from dh_cli.wrappers.replay import NEVER_TEXT, SAFE_TEXT, parse_overrides, repair_text, replay_class
 from dh_cli.supervisor import states
 from dh_cli.supervisor.policy import PolicyConfig, RestartPolicy
 from dh_cli.supervisor.runner import Attempt, classify

@@ -22,8 +22,9 @@ from dh_cli.wrappers.claude import project_slug
 from dh_cli.wrappers.pi import pi_session_dir_name
 
 from .conftest import fixture_home, native_files, scenarios
+from tests.helpers import harnesses
 
-CASES = [(h, s) for h in ("claude-code", "codex", "pi", "opencode") for s in scenarios(h)]
+CASES = [(h, s) for h in harnesses.ALL for s in scenarios(h)]
 
 
 def machine_b(tmp_path: Path) -> tuple[dict, str]:

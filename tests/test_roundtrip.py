@@ -14,8 +14,9 @@ from dh_cli.resume.rebuild import rebuild_session
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import FIXTURES, fixture_home, native_files, scenarios
+from tests.helpers import harnesses
 
-JSONL_CASES = [(h, s) for h in ("claude-code", "codex", "pi") for s in scenarios(h)]
+JSONL_CASES = [(h, s) for h in harnesses.JSONL for s in scenarios(h)]
 
 
 @pytest.mark.parametrize("harness,scenario", JSONL_CASES)

@@ -8,6 +8,7 @@ import pytest
 from dh_cli.resume.rebuild import source_bytes
 
 from .fakes.model_server import FakeModelServer
+from .helpers.model import told_may_have_run
 from .rig import HARNESSES, SCRIPT, Rig
 
 KILL_SCRIPT = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=5, delay_times=1),
@@ -88,10 +89,3 @@ def test_crash_matrix(rig, harness, crash):
     check_log_equals_native(rig)
     if crash.startswith("during-tool"):
         assert told_may_have_run(rig.server), "the cut-off shell call was not reported"
-
-
-def told_may_have_run(server) -> bool:
-    import json
-
-    bodies = [json.dumps(e["body"]) for e in server.main_requests()]
-    return any("may already have taken effect" in body for body in bodies)

@@ -28,7 +28,7 @@ from dh_cli.util import new_session_id, now_iso
 from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 from .conftest import fixture_home
-from .test_bad_input import one_error
+from .helpers.cli import one_error
 from . import rig
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
@@ -261,12 +261,13 @@ def argv_harness(tmp_path: Path) -> Path:
 def test_a_session_recorded_on_this_machine_may_live_outside_the_home(tmp_path):
     """The rule above does not break local sessions whose file dh itself recorded elsewhere
     (Pi's --session-dir): those are restored where they were."""
-    from dh_cli.resume.prepare import restore_target
+    from dh_cli.confine import source_path
+    from dh_cli.wrappers import get as get_wrapper
 
     world = LocalWorld()
     session = world.create_session("pi", home=str(tmp_path / "home"), host=socket.gethostname())
     source = world.add_source(session.id, "jsonl", "x.jsonl", str(tmp_path / "elsewhere" / "x.jsonl"))
-    assert restore_target(world, session, source) == tmp_path / "elsewhere" / "x.jsonl"
+    assert source_path(world, get_wrapper("pi"), session, source) == tmp_path / "elsewhere" / "x.jsonl"
 
 
 def test_resume_refuses_a_crafted_session_id(tmp_path, dh_home):

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from dh_cli.mirror import shared_client
 from dh_cli.mirror.shared_client import SharedMirror
 from dh_cli.mirror.shared_wire import socket_path
 from tests.fakes.shared_peer import FakeLocal, ready_processes
+from tests.helpers.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT / "tests" / "fakes" / "shared_peer.py"
@@ -52,13 +52,6 @@ def mirror(db: Path) -> SharedMirror:
     return SharedMirror(db, SimpleNamespace(name="pi"), "s1", [db.parent], notice=lambda text: None)
 
 
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("line", ["not json", "[1]", "null", '{"op":"progress"}',
                                   '{"op":"progress","at":"x"}', '{"op":"progress","at":null}',
                                   '{"op":"notice","text":7}'])
@@ -69,7 +62,7 @@ def test_a_line_the_client_cannot_read_hands_back_only_once_the_server_let_go(li
     let_go = Path(f"{socket_path(db)}.let-go")
     local.hooks.append(lambda taken: setattr(taken, "server_let_go", let_go.exists()))
     shared = mirror(db).start()
-    wait_for(lambda: local.made, "the take-back")
+    wait_until(lambda: local.made, "the take-back")
     assert [taken.server_let_go for taken in local.made] == [True]
     shared.stop()
     assert local.made[0].stopped and not shared.reader.is_alive()

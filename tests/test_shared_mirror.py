@@ -24,6 +24,8 @@ from dh_cli.mirror.shared_sessions import PATIENCE
 from dh_cli.mirror.shared_wire import server_pid, socket_path
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
+from tests.helpers.processes import alive, threads
+from tests.helpers.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITER = ROOT / "tests" / "fakes" / "pi_writer.py"
@@ -78,36 +80,6 @@ class Home:
         return total
 
 
-def threads(pid: int) -> set[str]:
-    try:
-        return {proc_comm(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")}
-    except OSError:
-        return set()
-
-
-def proc_comm(pid: int, tid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def wait_for(condition, what: str, timeout: float = WAIT, explain=lambda: ""):
-    """explain(): what to add to the failure (seen once in CI, not since: the drain below)."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"never happened: {what} {explain()}"
-        time.sleep(0.05)
-    return value
-
-
-def alive(pid: int | None) -> bool:
-    try:
-        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def wait_exit(proc: subprocess.Popen) -> int:
     return proc.wait(timeout=WAIT * 2)
 
@@ -128,12 +100,12 @@ def handed_over(proc: subprocess.Popen) -> bool:
 
 def test_server_killed_mid_session_the_client_takes_over_and_logs_every_line_once(home):
     run = home.run("a", rate=50, records=600)
-    wait_for(lambda: handed_over(run), "the session handed to the shared mirror")
-    server = wait_for(lambda: server_pid(home.db), "the server's pid")
-    wait_for(lambda: home.logged() > 50, "records mirrored by the server")
+    wait_until(lambda: handed_over(run), "the session handed to the shared mirror")
+    server = wait_until(lambda: server_pid(home.db), "the server's pid")
+    wait_until(lambda: home.logged() > 50, "records mirrored by the server")
     assert "dh-mirror" not in threads(run.pid)  # the server held it: the client wrote nothing
     os.kill(server, signal.SIGKILL)
-    wait_for(lambda: "dh-mirror" in threads(run.pid), "the client's in-process mirror after the kill")
+    wait_until(lambda: "dh-mirror" in threads(run.pid), "the client's in-process mirror after the kill")
     assert wait_exit(run) == 0
     assert not alive(server)
     assert home.check_exactly_once() == 600 + 3  # header, prompt, entries, final answer
@@ -145,9 +117,9 @@ def test_client_killed_the_server_drains_and_lets_go_and_resume_goes_on(home, lo
     when the client dies; the server's drain fails, and it tries again until the log takes
     it (before, it let the session go, and the lines waited for a `dh resume`)."""
     run = home.run("a", rate=50, records=400)
-    wait_for(lambda: handed_over(run), "the session handed to the shared mirror")
-    server = wait_for(lambda: server_pid(home.db), "the server's pid")
-    wait_for(lambda: home.logged() > 30, "records mirrored by the server")
+    wait_until(lambda: handed_over(run), "the session handed to the shared mirror")
+    server = wait_until(lambda: server_pid(home.db), "the server's pid")
+    wait_until(lambda: home.logged() > 30, "records mirrored by the server")
     native = next(Path(home.root / "pi-agent").rglob("*.jsonl"))
     writer = next(p for p in psutil.Process(run.pid).children(recursive=True)
                   if str(WRITER) in " ".join(p.cmdline()))
@@ -173,9 +145,10 @@ def _kill_the_client_while_the_server_is_behind(home, run, server, writer, nativ
     if log_locked:  # taken before the server is frozen: it must not be frozen holding it
         locker.execute("BEGIN IMMEDIATE")
     os.kill(server, signal.SIGSTOP)
-    wait_for(lambda: native.read_bytes().count(b"\n") > home.logged() + 20, "lines the server has not seen")
+    wait_until(lambda: native.read_bytes().count(b"\n") > home.logged() + 20,
+               "lines the server has not seen")
     writer.suspend()  # SIGSTOP: stopped a moment later, maybe after one more line
-    wait_for(lambda: writer.status() == psutil.STATUS_STOPPED, "the writer stopped")
+    wait_until(lambda: writer.status() == psutil.STATUS_STOPPED, "the writer stopped")
     written = native.read_bytes().count(b"\n")
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
@@ -185,20 +158,20 @@ def _kill_the_client_while_the_server_is_behind(home, run, server, writer, nativ
         assert home.logged() < written and alive(server)
     locker.close()
     # only the server can log these now: it drains what was written when its client died
-    wait_for(lambda: home.logged() >= written, "the server's drain after its client died",
-             explain=lambda: f"{home.logged()} of {written} lines logged; server alive: "
-                             f"{alive(server)}, threads {sorted(threads(server))}")
+    wait_until(lambda: home.logged() >= written, "the server's drain after its client died",
+               explain=lambda: f"{home.logged()} of {written} lines logged; server alive: "
+                               f"{alive(server)}, threads {sorted(threads(server))}")
     writer.resume()  # the orphaned writer finishes its run, unmirrored
     psutil.wait_procs([writer], timeout=WAIT)
     # a server still holding the session would keep its connection and never exit
-    wait_for(lambda: not alive(server), "the server exiting once it let go of its last session", WAIT)
+    wait_until(lambda: not alive(server), "the server exiting once it let go of its last session", WAIT)
     assert home.logged() == written
 
 
 def test_two_clients_on_two_sessions_through_one_server(home):
     runs = [home.run("a", rate=40, records=300), home.run("b", rate=40, records=300)]
     for run in runs:
-        wait_for(lambda run=run: handed_over(run), "both sessions handed over")
+        wait_until(lambda run=run: handed_over(run), "both sessions handed over")
     server = server_pid(home.db)
     servers = [p for p in psutil.process_iter(["cmdline"])
                if "dh_cli.mirror.shared_server" in " ".join(p.info["cmdline"] or [])
@@ -212,7 +185,7 @@ def test_two_clients_on_two_sessions_through_one_server(home):
 def test_a_server_that_cannot_start_leaves_the_session_to_the_in_process_mirror(home):
     socket_path(home.db).mkdir()  # the server cannot bind its socket: it dies at start
     run = home.run("a", rate=50, records=200)
-    wait_for(lambda: "dh-mirror" in threads(run.pid), "the in-process mirror")
+    wait_until(lambda: "dh-mirror" in threads(run.pid), "the in-process mirror")
     assert "dh-shared-cl" not in threads(run.pid)
     assert wait_exit(run) == 0
     assert home.check_exactly_once() == 200 + 3
@@ -220,7 +193,7 @@ def test_a_server_that_cannot_start_leaves_the_session_to_the_in_process_mirror(
 
 def test_the_setting_off_mirrors_in_process_and_starts_no_server(home):
     run = home.run("a", rate=50, records=100, DH_SHARED_MIRROR="0")
-    wait_for(lambda: "dh-mirror" in threads(run.pid), "the in-process mirror")
+    wait_until(lambda: "dh-mirror" in threads(run.pid), "the in-process mirror")
     assert wait_exit(run) == 0
     assert server_pid(home.db) is None
     assert home.check_exactly_once() == 100 + 3

@@ -12,8 +12,9 @@ import pytest
 
 from dh_cli.mirror.shared_wire import server_pid
 
-from .test_disk_full import Run, limited_then_freed
-from .test_shared_mirror import alive, threads, wait_for
+from .helpers.disk_full import Run, limited_then_freed
+from .helpers.processes import alive, threads
+from .helpers.wait import wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the shared mirror is Linux only")
 
@@ -26,7 +27,7 @@ class Limited:
 def test_the_server_cannot_write_the_log_then_space_returns(tmp_path, dh_home):
     run = Run(tmp_path, dh_home, records=400, rate=40, DH_SHARED_MIRROR="1")
     before = run.wait_logged(20)
-    wait_for(lambda: "dh-shared-cl" in threads(run.proc.pid), "the session handed over")
+    wait_until(lambda: "dh-shared-cl" in threads(run.proc.pid), "the session handed over")
     server = Limited(server_pid(dh_home / "dh.db"))
     # still the server's session through the failing writes: no takeover by the client
     limited_then_freed(run, server, before, lambda: _not_taken_back(run))

@@ -6,6 +6,8 @@ load writer (tests/fakes/pi_writer.py)."""
 
 from __future__ import annotations
 
+import json
+
 import os
 import sqlite3
 import subprocess
@@ -36,7 +38,7 @@ def two_sessions(tmp_path: Path, records: int):
     sessions = [world.create_session("pi", home=str(p.parent), cwd=str(p.parent), native_path=str(p))
                 for p in natives]
     told = []
-    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, message: told.append(message))
+    mirrors = SessionMirrors(db, lambda held, folder: None, lambda held, data: told.append(json.loads(data)))
     held = [Held({"version": PROTOCOL, "session": s.id, "wrapper": "pi", "dirs": []}, owner=None) for s in sessions]
     mirrors.held.update(held)
     return db, world, natives, sessions, mirrors, held, told

@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from dh_cli.mirror import shared_server
+from dh_cli.mirror import shared_wire as wire
 from dh_cli.mirror.shared_client import ensure_server
 from dh_cli.mirror.shared_wire import PROTOCOL, connect, lock_path, server_pid, socket_path
 from dh_cli.worlds.local import LocalWorld
-from tests.test_shared_mirror import alive, wait_for
+from tests.helpers.processes import alive
+from tests.helpers.wait import wait_until
 
 WAIT = 20.0
 
@@ -81,7 +83,7 @@ def test_messages_the_server_cannot_take_cost_that_connection_only(server):
         sock = hold(db, session_id)
         assert json.loads(answer(sock)) == {"op": "held"}
         sock.sendall(line)
-        assert wait_for(lambda: answer(sock) == b"", "the connection closed")
+        wait_until(lambda: answer(sock) == b"", "the connection closed")
         sock.close()
     for fields in ({"dirs": ["\ud800"]}, {"version": PROTOCOL + 1}):  # refused before `held`
         with closing(hold(db, session_id, **fields)) as sock:
@@ -110,7 +112,7 @@ def test_a_server_whose_log_folder_went_exits_and_leaves_the_new_servers_socket(
     finally:
         os.kill(old, signal.SIGCONT)
     try:
-        wait_for(lambda: not alive(old), "the old server's exit")
+        wait_until(lambda: not alive(old), "the old server's exit")
         assert closed(client)  # let go: the client mirrors in-process
         assert socket_path(db).exists() and alive(new)
         with closing(hold(db, session_id)) as sock:
@@ -176,15 +178,16 @@ def test_a_message_to_a_client_that_is_gone_leaves_its_session_to_the_drain(tmp_
     server.mirrors.start()
     try:
         client = hold(db, session_id)
-        while session_id not in server.by_session:
+        while session_id not in server.conns.by_session:
             server._once()
         assert json.loads(answer(client)) == {"op": "held"}
         with (db.parent / "pi" / "s.jsonl").open("ab") as out:
             out.write(b'{"type":"custom","customType":"load","data":{"n":1}}\n')
         client.close()
-        assert not server._send(server.by_session[session_id], {"op": "progress", "at": 0.0})
+        progress = wire.message(wire.PROGRESS, at=0.0)
+        assert not server._send(server.conns.by_session[session_id], progress)
         deadline = time.monotonic() + WAIT
-        while session_id in server.by_session and time.monotonic() < deadline:
+        while session_id in server.conns.by_session and time.monotonic() < deadline:
             server._once()
         with closing(LocalWorld(db)) as world:
             assert world.record_count(session_id) == 2

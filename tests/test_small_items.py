@@ -14,8 +14,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
-from .test_bad_input import one_error
-from .test_import_identity import dh  # one `dh` process helper for both files
+from .helpers.cli import dh, one_error
 
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"

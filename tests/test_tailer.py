@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_bad_input import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
+from .helpers.nobody import NOBODY, as_nobody, nobody_dir  # noqa: F401 - nobody_dir is a fixture
 
 from dh_cli.logviews.logview import build_view
 from dh_cli.resume.rebuild import source_bytes
@@ -155,7 +155,7 @@ def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
     # live syncs read neither end again once the head is SPAN bytes (the reader hands over
     # the tail): what they log must still be the file's own ends, before and after the head
     # fills, so that a restart sees no rewrite
-    from dh_cli.mirror.tailer import SPAN
+    from dh_cli.stores.tailer import SPAN
 
     path, sync, world, session = tail
     path.write_bytes(b"")
@@ -178,7 +178,7 @@ def test_the_fingerprint_of_live_syncs_is_the_one_read_from_scratch(tail):
 
 
 def assert_fingerprint_is_the_files(world, session, path: Path) -> None:
-    from dh_cli.mirror.tailer import fingerprint
+    from dh_cli.stores.tailer import fingerprint
 
     (source,) = world.sources(session.id)
     fd = os.open(path, os.O_RDONLY)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.require import skip_if_missing
 
-from .test_export import crashed  # noqa: F401 (a fixture)
+from .helpers.crashed import crashed  # noqa: F401 (a fixture)
 
 TMUX = shutil.which("tmux")
 ROOT = Path(__file__).parent.parent

@@ -14,11 +14,11 @@ import textwrap
 import pytest
 
 from dh_cli.events_text import summary
-from dh_cli.resume.replay import repair_text
+from dh_cli.wrappers.replay import repair_text
 
 DRIVER = textwrap.dedent("""
     import ctypes, json, os, signal, subprocess, sys, time
-    from dh_cli.supervisor.procs import become_subreaper
+    from dh_cli.procs import become_subreaper
     from dh_cli.supervisor.tools import ToolTracker
 
     pdeathsig, effect = int(sys.argv[1]), sys.argv[2]
@@ -106,7 +106,7 @@ def test_a_command_that_ended_unseen_is_named_by_its_processes_names(tmp_path):
 
 PART_DRIVER = textwrap.dedent("""
     import json, os, signal, subprocess, sys, time
-    from dh_cli.supervisor.procs import become_subreaper
+    from dh_cli.procs import become_subreaper
     from dh_cli.supervisor.tools import ToolTracker
 
     effect, cue = sys.argv[1], sys.argv[2]

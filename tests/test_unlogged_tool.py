@@ -6,7 +6,7 @@ it and tells the model (headless: in the continuation prompt) that it may have r
 from dh_cli import wrappers
 from dh_cli.mirror.importer import import_sessions
 from dh_cli.resume.prepare import prepare_resume
-from dh_cli.resume.replay import unlogged_text
+from dh_cli.wrappers.replay import unlogged_text
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home

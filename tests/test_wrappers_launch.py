@@ -23,13 +23,13 @@ from dh_cli.models import Record, ToolCall
 from dh_cli.wrappers import get
 from dh_cli.wrappers.claude import project_slug
 from dh_cli.wrappers.common import parse_argv
-from dh_cli.wrappers.opencode import drop_empty_assistant, repair_export
+from dh_cli.wrappers.opencode_rows import drop_empty_assistant, repair_export
 from dh_cli.wrappers.pi import pi_session_dir_name
 from tests.fakes.install import install_fake_harnesses
 from tests.fakes.model_server import FakeModelServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real"
-CLAUDE, CODEX, OPENCODE, PI = (get(n) for n in ("claude-code", "codex", "opencode", "pi"))
+CLAUDE, CODEX, OPENCODE, PI = get("claude-code"), get("codex"), get("opencode"), get("pi")
 WRAPPERS = {"claude-code": CLAUDE, "codex": CODEX, "opencode": OPENCODE, "pi": PI}
 TEXT = "[dh] interrupted; the command may already have run"
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

@@ -1,6 +1,6 @@
 """`dh completion SHELL` and `dh man [COMMAND]`: the completion scripts and man pages, made
-from the CLI itself (dh_cli/_gen_docs.py), so an installed dh has them whatever installed it;
-the copies in completions/ and man/ are the same text, checked by tests/test_docs.py."""
+from the CLI itself (dh_cli/clidocs.py), so an installed dh has them whatever installed it;
+the copies in completions/ and man/ are the same text (tests/test_docs.py, test_completion.py)."""
 
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ def completion_command(
       $ dh completion zsh > "${fpath[1]}/_dh"
       $ dh completion fish > ~/.config/fish/completions/dh.fish
     """
-    from .._gen_docs import completion
-    from ..cli import app
+    from ..clidocs import completion
 
-    sys.stdout.write(completion(app, shell.value))
+    sys.stdout.write(completion(shell.value))
 
 
 def man_command(
+    ctx: typer.Context,
     command: Annotated[Optional[str], typer.Argument(help="A command or group, e.g. log (default: dh itself)")] = None,
 ) -> None:
     """Show dh's man page, or a command group's (through man(1) on a terminal, roff otherwise).
@@ -48,18 +48,18 @@ def man_command(
       $ dh man log
       $ dh man world > dh-world.1
     """
-    from .._gen_docs import man_pages
-    from ..cli import app
+    from ..clidocs import man_pages
 
-    _show(man_pages(app)[_page_name(app, command)])
+    root = ctx.find_root().command  # the whole CLI (cli.app_for builds all of it for `dh man`)
+    _show(man_pages(root)[_page_name(root, command)])
 
 
-def _page_name(app, command: str | None) -> str:
+def _page_name(root, command: str | None) -> str:
     """dh(1) for dh and its commands, dh-GROUP(1) for a group."""
-    groups = [info.name for info in app.registered_groups]
+    groups = [name for name, sub in root.commands.items() if hasattr(sub, "commands")]
     if command in groups:
         return f"dh-{command}"
-    if command in (None, "dh") or any(info.name == command for info in app.registered_commands):
+    if command in (None, "dh") or command in root.commands:
         return "dh"
     raise UsageError(f"no command {command!r}; the pages are dh and " + ", ".join(f"dh-{g}" for g in groups))
 

@@ -247,7 +247,7 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
     def name(n: int) -> str:
         return out.name if n == 1 else f"{out.stem}-{n}{out.suffix}"
 
-    from ..documents.build import documents_of
+    from ..logviews.export import documents_of
 
     view, turns = session_trace(world, found)
     docs = documents_of(world, found)

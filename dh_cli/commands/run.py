@@ -10,7 +10,7 @@ import typer
 from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
-from ..resume.replay import parse_overrides
+from ..wrappers.replay import parse_overrides
 from ..resume.plan import resume_session, start_run
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig

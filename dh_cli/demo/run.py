@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from .model import DemoModel
-from .wrapper import BINARY, HOME_VAR, NAME
+from ..wrappers.demo import BINARY, HOME_VAR, NAME
 
 PROMPT = "Write notes.txt with one line about dh."
 STALL_SHOWN = 0.8  # seconds the cut reply is seen in flight before the kill
@@ -132,7 +132,7 @@ def _run_in(folder: Path, say) -> DemoResult:
 
 
 def _result(world, folder: Path, model: DemoModel, code: int, pid: int | None) -> DemoResult:
-    from .. import liveness
+    from .. import events, liveness
     from ..logviews.logview import build_view
 
     (row,) = world.list_sessions()
@@ -140,7 +140,7 @@ def _result(world, folder: Path, model: DemoModel, code: int, pid: int | None) -
     view = build_view(world, session)
     liveness.mark([view.session], world.path)
     dropped = sum(len(base64.b64decode(e.details.get("dropped_torn_tail_b64", "")))
-                  for e in world.events(session.id) if e.type == "rebuilt")
+                  for e in world.events(session.id) if e.type == events.REBUILT)
     notes = folder / "work" / "notes.txt"
     runs = len(notes.read_text().splitlines()) if notes.exists() else 0
     world.close()

@@ -52,10 +52,3 @@ def _update(doc: Document, edit: Edit) -> None:
             else:
                 doc.items[index] = Item.model_validate({**item.model_dump(), **edit.changes})
             return
-
-
-def documents_of(world, session) -> dict[str, Document]:
-    """The session's documents, its wrapper chosen by its harness (for the exports)."""
-    from ..wrappers import get as get_wrapper
-
-    return session_documents(world, get_wrapper(session.harness), session.id)

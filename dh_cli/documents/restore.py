@@ -5,27 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import events
+
 
 def restore_documents(world, wrapper, session) -> list[str]:
     """Paths written (relative to the harness home); nothing when the harness keeps no
     documents outside its session files, or they are still there."""
     if not session.home or not session.harness_session_id:
         return []
-    if type(wrapper).write_documents is _base_write():
-        return []
-    from .build import session_documents  # pydantic: only when a harness keeps such files
-
     if "/" in session.harness_session_id or session.harness_session_id in (".", ".."):
         return []  # not an id that can name a folder (it came from the log)
-    # lazily: replaying the documents reads the whole session, wanted only when files are missing
-    written = wrapper.write_documents(Path(session.home), session.harness_session_id,
-                                      lambda kind: session_documents(world, wrapper, session.id).get(kind))
+
+    def document(kind: str):
+        """Called by a wrapper that keeps documents outside its session files, and only for
+        one that is missing: replaying reads the whole session, and imports pydantic."""
+        from .build import session_documents
+
+        return session_documents(world, wrapper, session.id).get(kind)
+
+    written = wrapper.write_documents(Path(session.home), session.harness_session_id, document)
     if written:
-        world.add_event(session.id, "documents_restored", {"files": written}, phase="outcome")
+        events.add(world, session.id, events.documents_restored(written))
     return written
-
-
-def _base_write():
-    from ..wrappers.base import Wrapper
-
-    return Wrapper.write_documents

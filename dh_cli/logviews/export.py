@@ -32,11 +32,17 @@ def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
         from .trace import session_trace
         from .tracehtml import pages
 
-        from ..documents.build import documents_of
-
         view, turns = session_trace(world, session)
         return iter([next(pages(view, turns, documents=documents_of(world, session)))])
     return markdown_stream(world, session)
+
+
+def documents_of(world, session: Session) -> dict:
+    """The session's documents, its wrapper chosen by its harness (for the exports)."""
+    from ..documents.build import session_documents
+    from ..wrappers import get as get_wrapper
+
+    return session_documents(world, get_wrapper(session.harness), session.id)
 
 
 def markdown_stream(world, session: Session) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..pricing import Pricer, session_cost
+from .pricing import Pricer, session_cost
 from ..worlds.rows import decode_raw
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids

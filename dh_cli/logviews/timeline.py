@@ -8,13 +8,15 @@ from __future__ import annotations
 import html
 import json
 
+from ..events import EXITED, LAUNCH, REBUILT, REPAIR, REPAIRED, RESUME, SOURCE_REWRITTEN, STATE
+
 
 # marks -------------------------------------------------------------------------------
 def timeline(events: list[dict]) -> list[dict]:
     """Marks for the timeline strip, in event order: attempt, crash, stop, exit, repair,
     resume, rebuild, rewrite, fatal. Intents that a later outcome describes better (a
     `repair` followed by its `repaired`) are folded into that outcome."""
-    repaired = {e["details"].get("call_id") for e in events if e["type"] == "repaired"}
+    repaired = {e["details"].get("call_id") for e in events if e["type"] == REPAIRED}
     marks = []
     for event in events:
         mark = _mark(event, repaired, marks)
@@ -26,19 +28,19 @@ def timeline(events: list[dict]) -> list[dict]:
 
 def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     kind, d = event["type"], event["details"]
-    if kind == "launch":
+    if kind == LAUNCH:
         return {"kind": "attempt", "label": f"attempt {event['attempt'] or len(marks) + 1}"}
-    if kind == "exited":
+    if kind == EXITED:
         return exit_mark(d)
-    if kind == "state":
+    if kind == STATE:
         return _state_mark(d, marks)
-    if kind == "repaired" or (kind == "repair" and d.get("call_id") not in repaired):
+    if kind == REPAIRED or (kind == REPAIR and d.get("call_id") not in repaired):
         return {"kind": "repair", "label": f"repair {d.get('tool') or d.get('call_id') or ''}".strip()}
-    if kind == "resume":
+    if kind == RESUME:
         return {"kind": "resume", "label": "resume"}
-    if kind == "rebuilt":
+    if kind == REBUILT:
         return {"kind": "rebuild", "label": "rebuilt native state"}
-    if kind == "source_rewritten":
+    if kind == SOURCE_REWRITTEN:
         return {"kind": "rewrite", "label": f"source rewritten ({d.get('reason', 'changed')})"}
     return None
 

@@ -42,7 +42,7 @@ def parse_batch(wrapper_name: str, source_id: int, generation: int, start: tuple
     from .. import wrappers
     from ..worlds.local import encode_rows
     from ..wrappers.base import to_record
-    from .tailer import carry_model, dedupe_usage
+    from ..stores.tailer import carry_model, dedupe_usage
 
     wrapper = _WORKER_STATE.get(wrapper_name) or _WORKER_STATE.setdefault(
         wrapper_name, wrappers.get(wrapper_name))
@@ -62,7 +62,7 @@ class ParsePool:
     def __init__(self, wrapper_name: str):
         # fork is cheap and safe while this process runs one thread; else a fresh interpreter
         method = "fork" if threading.active_count() == 1 else "spawn"
-        from ..supervisor.procs import die_with_parent
+        from ..procs import die_with_parent
 
         self.executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method),
                                             initializer=die_with_parent)
@@ -86,7 +86,7 @@ class ParsePool:
 def parsing_elsewhere(mirror, wrapper_name: str):
     """Give the mirror's large line sources (at least DH_PARSE_POOL_MB unread) one worker
     process for the duration of the block."""
-    from .tailer import Tailer
+    from ..stores.tailer import Tailer
 
     large = [t for t in mirror.tailers.values() if isinstance(t, Tailer) and t.source.kind != "file"
              and _unread(t.source) >= pool_min()]

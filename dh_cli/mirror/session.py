@@ -10,7 +10,7 @@ from ..models import Session
 from ..wrappers.base import NativeSession, Wrapper
 from ..stores import store_of
 from ..worlds.log import Log
-from .tailer import TailResult
+from ..stores.tailer import TailResult
 
 
 class SessionMirror:

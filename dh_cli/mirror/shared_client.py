@@ -21,8 +21,9 @@ from pathlib import Path
 
 from ..errors import LogDbError
 from ..osthread import name_os_thread
-from ..supervisor.live import LiveMirror
-from .shared_wire import PROTOCOL, Lines, connect, encode, lock_path, peer, socket_path
+from .live import LiveMirror
+from . import shared_wire as wire
+from .shared_wire import PROTOCOL, Lines, connect, lock_path, peer, socket_path
 
 CONNECT_WAIT = 3.0  # seconds for a server just started to listen (it starts in ~0.2 s)
 # seconds for `held`; then the server is killed (see _force). A server waits for the write
@@ -188,9 +189,9 @@ class SharedMirror:
             self.sock = sock
             self.reader.start()
             try:
-                sock.sendall(encode({"op": "hold", "version": PROTOCOL, "session": self.session_id,
-                                     "wrapper": self.wrapper.name, "native_id": self.native_id,
-                                     "dirs": [str(d) for d in self.watch_dirs]}))
+                sock.sendall(wire.message(wire.HOLD, version=PROTOCOL, session=self.session_id,
+                                          wrapper=self.wrapper.name, native_id=self.native_id,
+                                          dirs=[str(d) for d in self.watch_dirs]))
             except OSError:
                 pass  # the reader sees the socket close and takes the session back
         if not self.held.wait(HOLD_WAIT):
@@ -235,13 +236,13 @@ class SharedMirror:
         if not isinstance(message, dict):
             raise ValueError(f"not a message: {message!r}")
         op = message.get("op")
-        if op == "held":
+        if op == wire.HELD:
             self.held.set()
-        elif op == "progress":
+        elif op == wire.PROGRESS:
             self._progressed(message["at"])
-        elif op == "notice":
+        elif op == wire.NOTICE:
             self.notice(_text(message["text"]))
-        elif op == "released":
+        elif op == wire.RELEASED:
             self._released(message)
 
     def _released(self, message: dict) -> None:
@@ -289,7 +290,7 @@ class SharedMirror:
                 self.local.found_id(native_id)
             elif self.sock is not None:
                 try:
-                    self.sock.sendall(encode({"op": "native_id", "id": native_id}))
+                    self.sock.sendall(wire.message(wire.NATIVE_ID, id=native_id))
                 except OSError:
                     pass  # closed: the takeover passes the id on
 
@@ -300,7 +301,7 @@ class SharedMirror:
             self.releasing = True
         if self.sock is not None and self.reader.is_alive():
             try:
-                self.sock.sendall(encode({"op": "release"}))
+                self.sock.sendall(wire.message(wire.RELEASE))
             except OSError:
                 pass
             if not self.released.wait(RELEASE_WAIT):

@@ -44,15 +44,16 @@ import fcntl
 import os
 import resource
 import select
-import socket
 import sys
 import time
 from pathlib import Path
 
 from ..osthread import name_os_thread
 from .inotify import Inotify
+from .shared_conns import Conn, Conns
 from .shared_sessions import Held, SessionMirrors
-from .shared_wire import Lines, encode, keep_errors, listen, lock_path, same_user, socket_path
+from . import shared_wire as wire
+from .shared_wire import keep_errors, listen, lock_path, same_user, socket_path
 
 IDLE_EXIT = 5.0  # seconds without a client before the server exits
 # A client is told of progress at most this often: the supervisor looks once per TICK (1 s),
@@ -61,12 +62,7 @@ PROGRESS_EVERY = 1.0
 HOLD_FIRST = 10.0  # seconds a connection may stay without a `hold` (it keeps the server up)
 CHECK_LOG_EVERY = 1.0  # seconds between looks at whether the log is still there
 OVERFLOW = -1  # the watch descriptor of inotify's "queue overflowed, events were lost"
-
-
-class Conn:
-    def __init__(self, sock: socket.socket):
-        self.sock, self.lines, self.held = sock, Lines(), None
-        self.since = time.monotonic()
+LET_GO = "dh: the shared mirror let go of the session after an unexpected error"
 
 
 class Server:
@@ -82,14 +78,10 @@ class Server:
         self.poller = select.poll()
         for fd in (self.listener.fileno(), self.inotify.fd):
             self.poller.register(fd, select.POLLIN)
-        self.conns: dict[int, Conn] = {}
-        self.by_session: dict[str, Conn] = {}
-        self.watching: dict[int, set[Conn]] = {}  # inotify watch -> the connections it wakes
-        self.dirty: set[Conn] = set()
-        self.reporting: set[Conn] = set()  # held connections with progress not yet reported
         self.next_due = 0.0  # no held session is due a sync without an event before this
         self.mirrors = SessionMirrors(db, lambda held, folder: self._watch(held.owner, folder),
-                                      lambda held, message: self._send(held.owner, message))
+                                      lambda held, data: self._send(held.owner, data))
+        self.conns = Conns(self.poller, self.inotify, self.mirrors)
         self.idle_since: float | None = time.monotonic()
         self.log_checked = time.monotonic()
 
@@ -130,32 +122,32 @@ class Server:
                 self._accept()
             elif fd == self.inotify.fd:
                 self._changed()
-            elif fd in self.conns:
-                self._read(self.conns[fd])
+            elif fd in self.conns.by_fd:
+                self._read(self.conns.by_fd[fd])
         now = time.monotonic()
         scan = now >= self.next_due  # the held sessions are looked over only then
-        due = {c for c in self.conns.values() if c.held is not None and c.held.due <= now} if scan else set()
-        self._sync([c.held for c in self.dirty | due if c.held is not None])
-        self.dirty.clear()
+        due = {c for c in self.conns.held() if c.held.due <= now} if scan else set()
+        self._sync([c.held for c in self.conns.dirty | due if c.held is not None])
+        self.conns.dirty.clear()
         if scan:
-            self.next_due = min((c.held.due for c in self.conns.values() if c.held is not None),
-                                default=float("inf"))
+            self.next_due = min((c.held.due for c in self.conns.held()), default=float("inf"))
         self._report()
         self.mirrors.drain_due(now)
-        if len(self.conns) > len(self.by_session):
+        if len(self.conns) > len(self.conns.by_session):
             self._close_silent(now)
 
     def _close_silent(self, now: float) -> None:
         """A connection that never asked for a hold (a hung or stopped client, a probe) would
         keep the server from its idle exit."""
-        for conn in [c for c in self.conns.values() if c.held is None and now - c.since > HOLD_FIRST]:
-            self._close(conn)
+        for conn in [c for c in self.conns.all() if c.held is None and now - c.since > HOLD_FIRST]:
+            self.conns.close(conn)
 
     def _timeout(self) -> float:
         """Until the next poll of a session or the next progress report (or the idle exit)."""
         now = time.monotonic()
         deadlines = [now + min(IDLE_EXIT, CHECK_LOG_EVERY), self.next_due, self.mirrors.next_drain()]
-        deadlines += [c.held.reported + PROGRESS_EVERY for c in self.reporting if c.held is not None]
+        deadlines += [c.held.reported + PROGRESS_EVERY for c in self.conns.reporting
+                      if c.held is not None]
         return max(0.0, min(deadlines) - now)
 
     def _changed(self) -> None:
@@ -169,9 +161,9 @@ class Server:
             time.sleep(max(0.0, window - (time.monotonic() - started)))
             touched |= self.inotify.drain()
         if OVERFLOW in touched:  # events were lost: any session may have news
-            self.dirty |= {c for c in self.conns.values() if c.held is not None}
+            self.conns.dirty |= set(self.conns.held())
         for wd in touched:
-            self.dirty |= self.watching.get(wd) or self._adopt(wd)
+            self.conns.dirty |= self.conns.watching.get(wd) or self._adopt(wd)
 
     def _adopt(self, wd: int) -> set[Conn]:
         """A folder the inotify watcher followed by itself (created inside a watched one,
@@ -180,12 +172,10 @@ class Server:
         if path is None:
             return set()
         folder = os.fsdecode(path)
-        conns = {c for c in self.conns.values() if c.held is not None
-                 and any(folder.startswith(f"{d}{os.sep}") for d in c.held.dirs)}
-        if conns:
-            self.watching[wd] = conns
-            for conn in conns:
-                conn.held.wds.add(wd)
+        conns = {c for c in self.conns.held()
+                 if any(folder.startswith(f"{d}{os.sep}") for d in c.held.dirs)}
+        for conn in conns:
+            self.conns.watch(conn, wd)
         return conns
 
     # clients ----------------------------------------------------------------------------
@@ -198,8 +188,7 @@ class Server:
             sock.close()  # only the log's owner may hand it sessions
             return
         sock.setblocking(False)
-        self.conns[sock.fileno()] = Conn(sock)
-        self.poller.register(sock.fileno(), select.POLLIN)
+        self.conns.add(sock)
 
     def _read(self, conn: Conn) -> None:
         try:
@@ -214,62 +203,59 @@ class Server:
         try:
             messages = conn.lines.feed(data)
         except ValueError:
-            messages = [{"op": "?"}]
+            messages = [None]  # no message: the client broke the protocol (_handle drops it)
         for message in messages:
             try:
                 self._handle(conn, message)
             except Exception:  # noqa: BLE001 - a message it cannot take: the client takes its session back
-                self._drop(conn)
+                self.conns.close(conn)
             if conn.sock.fileno() < 0:
                 return
 
     def _handle(self, conn: Conn, message: dict) -> None:
         op = message.get("op") if isinstance(message, dict) else None
-        if op == "hold" and conn.held is None:
+        if op == wire.HOLD and conn.held is None:
             self._hold(conn, message)
-        elif op == "native_id" and conn.held is not None:
+        elif op == wire.NATIVE_ID and conn.held is not None:
             conn.held.set_native_id(message["id"])
-            self.dirty.add(conn)
-        elif op == "release" and conn.held is not None:
-            held = self._let_go(conn)
-            self._send(conn, {"op": "released", "committed": held.positions(),
-                              "progress_at": held.progress_at})
-            self._close(conn)
+            self.conns.dirty.add(conn)
+        elif op == wire.RELEASE and conn.held is not None:
+            held = self.conns.let_go(conn)
+            self._send(conn, wire.message(wire.RELEASED, committed=held.positions(),
+                                          progress_at=held.progress_at))
+            self.conns.close(conn)
         else:
-            self._drop(conn)  # a client that breaks the protocol gets its session back
+            self.conns.close(conn)  # a client that breaks the protocol gets its session back
 
     def _hold(self, conn: Conn, message: dict) -> None:
         try:
             held = Held(message, conn)
         except Exception:  # noqa: BLE001 - a bad hold (e.g. an unknown harness): the client mirrors in-process
-            self._close(conn)
+            self.conns.close(conn)
             return
-        old = self.by_session.get(held.session_id)
+        old = self.conns.by_session.get(held.session_id)
         if old is not None:  # its client died (the new one holds the session lock): (c)
             self._client_gone(old)
         self.mirrors.draining.pop(held.session_id, None)  # the new holder starts from the log
-        conn.held = held
-        self.mirrors.held.add(held)
-        self.by_session[held.session_id] = conn
+        self.conns.hold(conn, held)
         for folder in held.dirs:
             self._watch(conn, folder)
-        if self._send(conn, {"op": "held"}):
-            self.dirty.add(conn)
+        if self._send(conn, wire.message(wire.HELD)):
+            self.conns.dirty.add(conn)
 
     def _client_gone(self, conn: Conn) -> None:
         """(c): the client died or hung up: let the session go, and log what was written."""
         held = conn.held
-        self._drop(conn)
+        self.conns.close(conn)
         if held is not None:
             self.mirrors.drain(held)
 
-    def _send(self, conn: Conn, message: dict) -> bool:
+    def _send(self, conn: Conn, data: bytes) -> bool:
         """Never blocks the loop; a client that cannot take a whole message gets its session
         back (the connection is closed once the session is out of the tables). A client that
         is gone is left to its EOF, which the next poll reads: _client_gone drains the session
         (dropped here, a progress report to a client just killed let its session go unsynced:
         the server exited with 23 of its 55 lines unlogged, tests/test_shared_mirror.py)."""
-        data = encode(message)
         try:
             sent = conn.sock.send(data)
         except (BrokenPipeError, ConnectionResetError):
@@ -277,42 +263,16 @@ class Server:
         except OSError:
             sent = -1
         if sent != len(data):
-            self._drop(conn)
+            self.conns.close(conn)
             return False
         return True
-
-    def _let_go(self, conn: Conn) -> Held:
-        held, conn.held = conn.held, None
-        self.mirrors.held.discard(held)
-        if self.by_session.get(held.session_id) is conn:
-            del self.by_session[held.session_id]
-        for wd in held.wds:
-            users = self.watching.get(wd, set())
-            users.discard(conn)
-            if not users:
-                self.watching.pop(wd, None)
-                self.inotify.remove(wd)
-        return held
-
-    def _drop(self, conn: Conn) -> None:
-        if conn.held is not None:
-            self._let_go(conn)
-        self._close(conn)
-
-    def _close(self, conn: Conn) -> None:
-        if self.conns.pop(conn.sock.fileno(), None) is not None:
-            self.poller.unregister(conn.sock.fileno())
-        self.dirty.discard(conn)
-        self.reporting.discard(conn)
-        conn.sock.close()
 
     def _watch(self, conn: Conn, folder: Path) -> None:
         if conn.held is None:  # its client is gone: the drain is tried again on a timer
             return
         wd = self.inotify.add(str(folder))
         if wd is not None:
-            self.watching.setdefault(wd, set()).add(conn)
-            conn.held.wds.add(wd)
+            self.conns.watch(conn, wd)
 
     # mirroring --------------------------------------------------------------------------
     def _sync(self, sessions: list[Held]) -> None:
@@ -322,23 +282,22 @@ class Server:
         # what the round did is looked at here, for these sessions only: a loop over every
         # session at each wake-up cost ~10 us per record with 32 sessions at 20 records/s
         self.next_due = min(self.next_due, *(held.due for held in sessions))
-        self.reporting.update(held.owner for held in sessions if held.progress_at is not None)
+        self.conns.reporting.update(held.owner for held in sessions if held.progress_at is not None)
         for held in broken:  # the client takes the session back: (b)
             if held.owner.held is held:
-                self._send(held.owner, {"op": "notice", "text": "dh: the shared mirror let go of "
-                                                               "the session after an unexpected error"})
-                self._drop(held.owner)
+                self._send(held.owner, wire.message(wire.NOTICE, text=LET_GO))
+                self.conns.close(held.owner)
 
     def _report(self) -> None:
         now = time.monotonic()
-        for conn in list(self.reporting):
+        for conn in list(self.conns.reporting):
             held = conn.held
             if held is None or held.progress_at is None:
-                self.reporting.discard(conn)
+                self.conns.reporting.discard(conn)
             elif now - held.reported >= PROGRESS_EVERY:
                 at, held.progress_at, held.reported = held.progress_at, None, now
-                self.reporting.discard(conn)
-                self._send(conn, {"op": "progress", "at": at})
+                self.conns.reporting.discard(conn)
+                self._send(conn, wire.message(wire.PROGRESS, at=at))
 
     def _shut(self) -> None:
         """Only the lock's holder unlinks the socket, and only its own (a server whose log
@@ -351,8 +310,8 @@ class Server:
             except OSError:
                 pass
         self.listener.close()
-        for conn in list(self.conns.values()):
-            self._drop(conn)
+        for conn in self.conns.all():
+            self.conns.close(conn)
         self.mirrors.stop()
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 from .. import wrappers
 from ..errors import LogConflict, LogDbError
 from ..stores import warm as warm_store
-from ..supervisor.live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
-from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
-from ..worlds.local import LocalWorld, db_error
+from ..worlds.local import LocalWorld
+from .live import POLL_WATCHED, RELOCATE, RETRY, locate, open_mirror
 from .pacing import Pacer
+from . import shared_wire as wire
+from .failing import Failing
 from .shared_wire import PROTOCOL
 
 # SQLite's own failures of the log (disk full, I/O, locked, corrupt) fail the round, which is
@@ -92,7 +93,7 @@ class Held:
         self.poll = RELOCATE if self.wrapper.side_sources else POLL_WATCHED
         self.due = 0.0  # the next sync without an event (monotonic)
         self.located = time.monotonic()
-        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
+        self.failing = Failing()
         self.progress_at: float | None = None  # records committed since the last report
         self.reported = 0.0
         self.wds: set[int] = set()
@@ -176,7 +177,7 @@ class SessionMirrors:
         is tried again every RETRY s (drain_due); before, it was let go, and what its harness
         had written waited for a `dh resume`. A session error or a new holder ends it too."""
         broken = self.sync([held])
-        if held.failing is not None and not broken:
+        if held.failing and not broken:
             held.mirror = None  # rolled back: the next try starts from what the log holds
             self.draining[held.session_id] = held
         else:
@@ -225,22 +226,17 @@ class SessionMirrors:
                 self.watch(held, path.parent)
 
     def _failed(self, held: Held, exc: BaseException) -> None:
-        if held.failing is None:
-            error = db_error(exc, self.db) if isinstance(exc, sqlite3.Error) else exc
-            held.failing = (now_iso(), time.monotonic(), str(error))
-            self.tell(held, {"op": "notice", "text": f"dh: {error}; the harness keeps running, "
-                                                     "and dh keeps trying to log it"})
+        notice = held.failing.failed(exc, self.db)
+        if notice:
+            self.tell(held, wire.message(wire.NOTICE, text=notice))
 
     def _recovered(self, held: Held) -> None:
-        since, started, error = held.failing
         try:
-            self._open().add_event(held.session_id, "log_write_failed", {
-                "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
+            notice = held.failing.recovered(self._open(), held.session_id)
         except (sqlite3.Error, LogDbError):
             self.reset()
             return  # failing still: the next round tries again
-        held.failing = None
-        self.tell(held, {"op": "notice", "text": "dh: the log can be written again; mirroring has caught up"})
+        self.tell(held, wire.message(wire.NOTICE, text=notice))
 
     def reset(self) -> None:
         """A failed write was rolled back: every session starts again from the log, on a

@@ -1,6 +1,6 @@
 """What the shared mirror's server and its clients agree on (see shared_server.py for the
-design): where the socket and the lock are, how a message is framed, and whose process is at
-the other end.
+design): where the socket and the lock are, the messages and how one is framed, and whose
+process is at the other end.
 
 A message is one JSON object on one line. The socket lives next to the log (`dh.db.mirror.sock`,
 mode 0600) and each side checks the other's uid with SO_PEERCRED, so only the log's owner can
@@ -24,6 +24,15 @@ OFF_VALUES = ("0", "off", "no", "false")
 # refuses a hold of another version (the client then mirrors in-process)
 PROTOCOL = 2
 LINE_MAX = 1 << 20  # bytes of one message, at most
+
+# The messages: each op, and the fields it carries besides "op", by direction. Both sides
+# build them with `message()` and dispatch on these names, so a message one side sends and
+# the other does not know fails where it is written, not as a dropped session at the other end.
+HOLD, NATIVE_ID, RELEASE = "hold", "native_id", "release"
+HELD, PROGRESS, NOTICE, RELEASED = "held", "progress", "notice", "released"
+TO_SERVER = {HOLD: ("version", "session", "wrapper", "native_id", "dirs"), NATIVE_ID: ("id",),
+             RELEASE: ()}
+TO_CLIENT = {HELD: (), PROGRESS: ("at",), NOTICE: ("text",), RELEASED: ("committed", "progress_at")}
 
 
 def enabled() -> bool:
@@ -140,6 +149,15 @@ def peer(sock: socket.socket) -> tuple[int, int]:
 
 def same_user(sock: socket.socket) -> bool:
     return peer(sock)[1] == os.getuid()
+
+
+def message(op: str, **fields) -> bytes:
+    """One message of the table, encoded: its fields are exactly the table's (TypeError
+    otherwise; KeyError for an op not in it)."""
+    wanted = (TO_SERVER | TO_CLIENT)[op]
+    if set(fields) != set(wanted):
+        raise TypeError(f"a {op!r} message carries {sorted(wanted)}, not {sorted(fields)}")
+    return encode({"op": op, **fields})
 
 
 def encode(message: dict) -> bytes:

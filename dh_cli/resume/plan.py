@@ -21,7 +21,7 @@ from ..versions import note_version
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .prepare import Prepared, current_turn, prepare_resume
-from .replay import unlogged_text
+from ..wrappers.replay import unlogged_text
 
 
 @dataclass(frozen=True)

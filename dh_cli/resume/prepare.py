@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..confine import confined_source, source_path
+from .. import events
+from ..confine import confined_source
 from ..mirror.session import SessionMirror
 from ..models import Session
 from ..stores import store_of
@@ -17,7 +17,7 @@ from ..util import scrub
 from ..wrappers.base import Wrapper
 from ..documents.restore import restore_documents as restore_session_documents
 from ..worlds.log import Log
-from .replay import repair_text, replay_class
+from ..wrappers.replay import repair_text, replay_class
 
 
 @dataclass
@@ -28,14 +28,6 @@ class Prepared:
     has_state: bool = False  # False: nothing was written yet, relaunch the original command
     turn_complete: bool = False
     unlogged: list[dict] = field(default_factory=list)  # settled tools no dangling call explains
-
-
-def restore_target(world, session: Session, source) -> Path:
-    """Where a source's file is restored: the one path confine.py allows for it on this
-    machine (home/relpath, or the file this machine's mirror recorded)."""
-    from ..wrappers import get as get_wrapper
-
-    return source_path(world, get_wrapper(session.harness), session, source)
 
 
 def restore_files(world, session: Session, prepared: Prepared,
@@ -52,7 +44,7 @@ def restore_files(world, session: Session, prepared: Prepared,
         source = confined_source(world, wrapper, session, source)
         details = store.restore(world, wrapper, session, source, lambda: harness or _launch_binary(wrapper))
         if details is not None:
-            world.add_event(session.id, "rebuilt", details, phase="outcome")
+            events.add(world, session.id, events.rebuilt(details))
             prepared.rebuilt.append(source.relpath)
 
 
@@ -74,20 +66,17 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
         cls = replay_class(call.name, overrides, wrapper.safe_tools)
         outcome = queue.pop(0) if queue and cls == "never" else None
         text = repair_text(cls, outcome)
-        world.add_event(session.id, "repair", {"call_id": call.id, "tool": call.name,
-                                               "replay": cls, "outcome": outcome}, phase="intent")
+        events.add(world, session.id, events.repair(call.id, call.name, cls, outcome))
         if not _apply_repair(world, wrapper, session, main, call, text, records):
             # the conversation moved past this call on an earlier resume: a dead branch
-            world.add_event(session.id, "repair_skipped", {"call_id": call.id, "why": "dead branch"},
-                            phase="outcome")
+            events.add(world, session.id, events.repair_skipped(call.id, "dead branch"))
             continue
         mirror.sync()
         records = current_turn(world, session, main)
-        world.add_event(session.id, "repaired", {"call_id": call.id, "tool": call.name,
-                                                 "replay": cls, "text": text}, phase="outcome")
+        events.add(world, session.id, events.repaired(call.id, call.name, cls, text))
         prepared.repairs.append({"call_id": call.id, "tool": call.name, "replay": cls})
     for outcome in map(scrub, queue):  # a command line may hold a token: never in the log
-        world.add_event(session.id, "unlogged_tool", outcome, phase="info")
+        events.add(world, session.id, events.unlogged_tool(outcome))
         prepared.unlogged.append(outcome)
 
 

@@ -16,6 +16,7 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import events
 from ..confine import place
 from ..errors import LogConflict, NativeStateError
 from ..models import Session, Source
@@ -87,7 +88,7 @@ def relocate_session(world, wrapper: Wrapper, session: Session, env: dict,
     main = world.sources(session.id)[0].path if sources else None if adopting else session.native_path
     world.update_session(session.id, cwd=cwd, home=str(home), native_path=main,
                          host=socket.gethostname())
-    world.add_event(session.id, "moved", plan.to_dict(), phase="outcome")
+    events.add(world, session.id, events.moved(plan.to_dict()))
     return plan
 
 
@@ -121,10 +122,9 @@ def _move_source(world, wrapper: Wrapper, session: Session, source: Source, plan
         store.advance(moved, records)
     plan.records += changed
     plan.sources.append({"from": source.relpath, "to": relpath, "records": changed})
-    event = ("source_moved", {"from": source.relpath, "to": relpath, "path": moved.path,
-                              "generation": moved.generation, "records": changed})
+    event = events.source_moved(source.relpath, relpath, moved.path, moved.generation, changed)
     try:
-        world.commit(moved, records, [event], moved=True)
+        world.commit(moved, records, [event.pair()], moved=True)
     except LogConflict:  # the new relpath taken by another source of the session
         raise NativeStateError(f"cannot move {source.relpath!r} to {relpath!r}: the log already "
                                "has a source there") from None
@@ -135,32 +135,12 @@ def _cwd_moved(wrapper: Wrapper, plan: Relocation):
     return lambda raw: rewrite_record(raw, wrapper.carries_cwd, plan.old_cwd, plan.new_cwd)
 
 
-# ---- pulling on the fly ------------------------------------------------------------------------
-def pull_for_resume(local, world_name: str, ref: str, url: str | None = None):
-    """Bring one session from a shared world into the local log before resuming it:
-    (session id, records added, where from with the password masked). A session this log
-    already moved elsewhere is not pulled again (the world may still hold it as it was
-    before the move)."""
-    from ..worlds.sync import open_remote, pull
-
-    remote = open_remote(world_name, url)
-    try:
-        found = remote.find_session(ref)
-        shown = getattr(remote, "shown", remote.name)
-        if _moved_here(local, found.id):
-            return found.id, None, shown
-        report = pull(remote, local, [found.id])
-        return found.id, report.records, shown
-    finally:
-        remote.close()
-
-
 def _moved_here(local, session_id: str) -> bool:
     try:
         local.get_session(session_id)
     except Exception:
         return False
-    return any(e.type == "moved" and e.details.get("from") != e.details.get("to")
+    return any(e.type == events.MOVED and e.details.get("from") != e.details.get("to")
                for e in local.events(session_id))
 
 

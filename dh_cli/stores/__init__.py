@@ -4,8 +4,8 @@ it. Two kinds exist: JSONL files (jsonl.py: Claude Code, Codex, Pi, the demo) an
 SQLite rows (opencode.py). Each wrapper names its store (`Wrapper.store`); code outside
 wrappers/ and stores/ asks the store and never tests a harness name or a source kind.
 
-Kept light on purpose: wrappers import stores.opencode_db / opencode_rows, so this package
-imports its stores only when one is asked for."""
+Each store is imported only when one is asked for: the JSONL store's tailer and OpenCode's
+are not wanted by a command that only reads the log."""
 
 from __future__ import annotations
 

@@ -31,12 +31,12 @@ class JsonlStore:
 
     # mirroring ---------------------------------------------------------------------------
     def tailer(self, world, wrapper, source: Source, native_id: str | None):
-        from ..mirror.tailer import Tailer
+        from .tailer import Tailer
 
         return Tailer(world, wrapper, source)
 
     def warm(self) -> None:
-        from ..mirror.tailer import Tailer  # noqa: F401
+        from .tailer import Tailer  # noqa: F401
 
     def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
         """The latest generation, one record at a time: records map one-to-one to parsed
@@ -144,7 +144,7 @@ def _mirrored_exactly(source: Source, path: Path) -> bool:
     """The tailer just read this file to its end: it holds exactly the logged bytes when it
     has no torn tail, its size is the committed offset, and the committed prefix still has
     the fingerprint the tailer recorded (cheap: two 4 KiB reads, not the whole file)."""
-    from ..mirror.tailer import fingerprint
+    from .tailer import fingerprint
 
     if source.status != "live" or source.pending or source.generation:
         return False

@@ -1,9 +1,9 @@
 """The OpenCode store: every session lives in one SQLite database shared by all sessions
 (`opencode.db`), and dh logs each version of each row of the session as one record (see
-opencode_rows). A source's offsets count row versions, not bytes; the current state is the
-latest version of each row. dh never writes the database wholesale: a lost session goes
+wrappers/opencode_rows.py). A source's offsets count row versions, not bytes; the current
+state is the latest version of each row. dh never writes the database wholesale: a lost session goes
 back through `opencode import` (opencode_restore), and a cut tool call is closed in its
-`part` row while no OpenCode runs (opencode_db.set_tool_error)."""
+`part` row while no OpenCode runs (wrappers/opencode_db.py set_tool_error)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Iterator
 from ..confine import check_native_id
 from ..models import Parsed, Record, Session, Source
 from .files import RebuiltFile, safe_target, write_file
-from .opencode_rows import row_key
+from ..wrappers.opencode_rows import row_key
 
 
 class OpenCodeStore:
@@ -48,7 +48,7 @@ class OpenCodeStore:
     # repairing a cut tool call -----------------------------------------------------------
     def repair(self, world, wrapper, session: Session, source: Source, call, text: str,
                records: list[Record]) -> bool:
-        from .opencode_db import set_tool_error
+        from ..wrappers.opencode_db import set_tool_error
 
         return set_tool_error(Path(source.path), session.harness_session_id, call.id, text)  # confined
 

@@ -7,7 +7,7 @@ import json
 
 from ..errors import NativeStateError
 from ..models import Record
-from .opencode_rows import latest_rows, row_data
+from ..wrappers.opencode_rows import latest_rows, row_data
 
 
 def _json_or(value, fallback=None):

@@ -17,9 +17,9 @@ from pathlib import Path
 from ..errors import NativeStateError
 from ..models import Session
 from .files import safe_target
-from .opencode_db import list_sessions
+from ..wrappers.opencode_db import list_sessions
 from .opencode_export import build_export
-from .opencode_rows import drop_empty_assistant, latest_rows, row_data
+from ..wrappers.opencode_rows import drop_empty_assistant, latest_rows, row_data
 
 IMPORT_TIMEOUT = 120.0
 

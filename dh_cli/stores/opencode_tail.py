@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..events import source_back, source_unreadable
 from ..errors import NativeStateError
 from ..models import Source
 from ..util import short_hash
-from ..mirror.tailer import TailResult
+from .tailer import TailResult
 from ..wrappers.base import Wrapper, to_record
-from .opencode_db import session_rows
-from .opencode_rows import row_key
+from ..wrappers.opencode_db import session_rows
+from ..wrappers.opencode_rows import row_key
 
 
 class OpenCodeTailer:
@@ -36,7 +37,7 @@ class OpenCodeTailer:
         except NativeStateError as exc:
             if self.source.status != "unreadable":
                 self.source.status = "unreadable"
-                self.world.commit(self.source, [], [("source_unreadable", {"error": str(exc)})])
+                self.world.commit(self.source, [], [source_unreadable(str(exc)).pair()])
             return TailResult(missing=True)
         return TailResult(added=self._commit_changed(lines))
 
@@ -44,7 +45,7 @@ class OpenCodeTailer:
         batch, events = [], []
         if self.source.status != "live":
             self.source.status = "live"
-            events.append(("source_back", {"path": self.source.relpath}))
+            events.append(source_back(self.source.relpath).pair())
         for raw in lines:
             row = json.loads(raw)
             key, digest = row_key(row), short_hash(raw)

@@ -19,7 +19,7 @@ import os
 import signal
 import termios
 
-from .procs import process_alive
+from ..procs import process_alive
 from .terminal import RESET
 
 BYE = b"bye\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..confine import adopt, place, settle
 from ..errors import SessionLocked
+from ..mirror.live import Launch
 from .. import events
 from ..models import Session
 from ..util import is_secret_name, redact_args as _redact_args, scrub
@@ -22,8 +23,7 @@ from ..wrappers import get as get_wrapper
 from ..worlds.locks import native_keys
 from ..wrappers.base import Wrapper
 from ..worlds.log import Log
-from .procs import process_alive
-from .live import Launch
+from ..procs import process_alive
 from .runner import Supervisor
 from .spec import LaunchSpec, RunOptions
 
@@ -166,7 +166,7 @@ def _alive_for(patience: float, pid, create_time) -> bool:
 
 def check_previous_attempt(world, session: Session) -> None:
     """Never two harness processes on one session: refuse while the last attempt lives."""
-    launched = [e for e in world.events(session.id) if e.type == "launched"]
+    launched = [e for e in world.events(session.id) if e.type == events.LAUNCHED]
     if launched:
         last = launched[-1].details
         if _alive_for(PREVIOUS_PATIENCE, last.get("pid"), last.get("create_time")):

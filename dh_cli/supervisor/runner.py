@@ -27,7 +27,7 @@ from ..worlds.log import Log
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
 from .policy import Decision, RestartPolicy
-from .procs import drain
+from ..procs import drain
 from .seam import Clock, Procs
 from .spec import LaunchSpec, RunOptions  # noqa: F401 - re-exported
 from .watchers import AttemptWatchers

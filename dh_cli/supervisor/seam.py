@@ -11,7 +11,7 @@ import signal
 import time
 from typing import Callable
 
-from .procs import PipeChild, become_subreaper, signal_group
+from ..procs import PipeChild, become_subreaper, signal_group
 from .guardian import dismiss_guardian, guard_part, start_guardian
 from .terminal import PtyChild
 from .tools import ToolTracker, end_descendants

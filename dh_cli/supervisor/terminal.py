@@ -23,7 +23,7 @@ import time
 import tty
 
 from ..osthread import name_os_thread
-from .procs import Child, _write_all
+from ..procs import Child, _write_all
 
 
 RESET = (

@@ -18,7 +18,7 @@ from typing import Callable
 
 import psutil
 
-from .procs import signal_group
+from ..procs import signal_group
 
 
 @dataclass

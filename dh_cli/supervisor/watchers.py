@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..mirror import shared_wire
+from ..mirror.live import Launch, LiveMirror, launched_native
 from ..mirror.shared_client import SharedMirror, ensure_server
 from ..workspace import start_watcher
-from .live import Launch, LiveMirror, launched_native
 
 
 class AttemptWatchers:
@@ -107,9 +107,8 @@ def prepare_sync(world, wrapper, session, native_id: str | None = None,
     if native is None and not native_id:
         native = launched_native(world, wrapper, session, launch)
     if native and native.harness_session_id != session.harness_session_id:
-        world.update_session(session.id, harness_session_id=native.harness_session_id,
-                             native_path=str(native.sources[0].path))
-        session = world.get_session(session.id)
+        session = world.update_session(session.id, harness_session_id=native.harness_session_id,
+                                       native_path=str(native.sources[0].path))
     mirror = SessionMirror(world, wrapper, session)
     if native:
         mirror.track(native)

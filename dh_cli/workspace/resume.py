@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import events
 from ..errors import UsageError
 from .restore import Change, Restored, diff, flat_dir, flat_tree, pick, restore_into
 from .scan import Rules
@@ -117,8 +118,7 @@ def prepare_cwd(world, session, move_to: str | None, own_cwd: str | None, mode: 
         raise NativeStateError(f"the session's working directory {own_cwd} no longer exists",
                                hint="restore that checkout, or resume with --cwd on another path")
     if outcome.action != "none":
-        world.add_event(session.id, "workspace", {"to": target, **outcome.to_dict()},
-                        phase="outcome")
+        events.add(world, session.id, events.workspace(target, outcome.to_dict()))
 
 
 def _confirm(question: str) -> bool:

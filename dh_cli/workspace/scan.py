@@ -14,11 +14,10 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 
+from ..config import DEFAULT_SECRETS
+
 DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # 10 MiB
 DEFAULT_MAX_FILES = 100_000  # a cwd with more (a home folder, not a checkout) is not snapshotted
-DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
-                   "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
-                   "credentials", "credentials.json", "*.kdbx", ".git-credentials")
 
 
 @dataclass(frozen=True)

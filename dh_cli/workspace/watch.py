@@ -1,6 +1,6 @@
 """The supervisor-side snapshot thread: it follows the records the live mirror commits and
 takes a workspace snapshot after each completed tool call that may write (the replay class
-says which tools only read: resume/replay.py) and at each turn's end. It has its own
+says which tools only read: wrappers/replay.py) and at each turn's end. It has its own
 connection and never touches the harness: a slow snapshot only delays the next one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 
 from ..errors import DhError
 from ..osthread import name_os_thread
-from ..resume.replay import replay_class
+from ..wrappers.replay import replay_class
 from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
 from .scan import Rules
 from .snapshot import Snapshotter

@@ -83,9 +83,10 @@ class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
         _decide_place(self.conn, session.id, session.home, session.cwd)
         return session
 
-    def update_session(self, session_id: str, **values) -> None:
-        """Only this machine calls it (a pull goes through put_session): a home or cwd given
-        here is where the session lives on this machine (see confine.py)."""
+    def update_session(self, session_id: str, **values) -> Session:
+        """The session as updated. Only this machine calls it (a pull goes through
+        put_session): a home or cwd given here is where the session lives on this machine
+        (see confine.py)."""
         values["updated_at"] = now_iso()
         with self._write() as conn:
             conn.execute(f"UPDATE sessions SET {', '.join(f'{column(k)} = ?' for k in values)}"
@@ -94,6 +95,7 @@ class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
                 row = conn.execute("SELECT home, cwd FROM sessions WHERE id = ?", [session_id]).fetchone()
                 if row:
                     _decide_place(conn, session_id, *row)
+        return self.get_session(session_id)
 
     def get_session(self, session_id: str) -> Session:
         row = self.conn.execute(

@@ -6,13 +6,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 from pathlib import Path
 
 from ..errors import NativeStateError, SessionLocked
-
-
-SAFE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
+from ..paths import SAFE_ID
 
 
 class SessionLock:

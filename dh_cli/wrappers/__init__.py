@@ -27,7 +27,7 @@ def get(name: str) -> Wrapper:
         if name == wrapper.name or name in wrapper.aliases:
             return wrapper
     if name == "dh-demo":  # `dh demo`'s own harness: never listed, but a kept demo log stays readable
-        from ..demo.wrapper import DemoWrapper
+        from .demo import DemoWrapper
 
         return DemoWrapper()
     raise UnknownHarness(f"unknown harness {name!r}; available: claude-code (claude), codex, opencode, pi")

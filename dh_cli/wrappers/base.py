@@ -97,7 +97,7 @@ class Wrapper:
     # path (`dh import PATH` finds the home of a file from it); (0, "") when it does not tell
     layout_depth: tuple[int, str] = (0, "")
     # tools that only read (or only update a plan): a call cut by a crash is safe to run again
-    # (resume/replay.py); lower case
+    # (wrappers/replay.py); lower case
     safe_tools: frozenset[str] = frozenset()
 
     def native_id_ok(self, native_id: str) -> bool:
@@ -176,7 +176,7 @@ class Wrapper:
     def watch_folders(self, home: Path) -> list[Path]:
         """The existing folders to watch at launch, at or below watch_root: the ones a new
         session file is written into. Folders created below a watched one later are
-        watched as they appear (supervisor/live.py)."""
+        watched as they appear (mirror/live.py)."""
         return [self.watch_root(home)]
 
     # identity without the harness's stdout (see identity.py) ------------------------------------

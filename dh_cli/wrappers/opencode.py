@@ -23,13 +23,11 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
-# the row helpers live with the store; imported here so that wrappers.opencode keeps naming them
-from ..stores.opencode_rows import (drop_empty_assistant, latest_rows, repair_export,  # noqa: F401
-                                    row_data, row_key, row_order)
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
+from .opencode_rows import latest_rows, row_data, row_key, row_order
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
 VALUE_FLAGS = frozenset({
@@ -95,7 +93,7 @@ class OpenCodeWrapper(Wrapper):
         return home / "opencode.db" if home.is_dir() else home
 
     def discover(self, home: Path) -> list[NativeSession]:
-        from ..stores.opencode_db import list_sessions
+        from .opencode_db import list_sessions
 
         db = self.db_file(home)
         return [NativeSession(sid, db, directory, [NativeSource("opencode", db, "opencode.db")])
@@ -105,7 +103,7 @@ class OpenCodeWrapper(Wrapper):
         """Session rows for cwd (`session.directory`) updated since `since`, oldest first.
         OpenCode's TUI prints no id, and `run` prints one only with the first model reply."""
         from ..errors import NativeStateError
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         if not db.exists():
@@ -119,7 +117,7 @@ class OpenCodeWrapper(Wrapper):
 
     def snapshot(self, home: Path, cwd: str) -> dict:
         from ..errors import NativeStateError
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         try:
@@ -131,7 +129,7 @@ class OpenCodeWrapper(Wrapper):
     def launched_session(self, home, cwd, since, before, resuming, claimed=lambda sid: False):
         """As for every harness, with the row's time_updated as the mark (the database file
         changes for every session in it)."""
-        from ..stores.opencode_db import sessions_since
+        from .opencode_db import sessions_since
 
         db = self.db_file(home)
         try:

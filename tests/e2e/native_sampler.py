@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from dh_cli.stores.opencode_db import list_sessions, session_rows
+from dh_cli.wrappers.opencode_db import list_sessions, session_rows
 from dh_cli.wrappers import get as get_wrapper
-from dh_cli.wrappers.opencode import row_key
+from dh_cli.wrappers.opencode_rows import row_key
 
 
 def native_records(harness: str, home: Path) -> dict[tuple[str, int], bytes]:

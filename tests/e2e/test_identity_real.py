@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_real_harnesses import (RUN_TIMEOUT, STALL_SCRIPT, check_log_holds_every_record_once,
-                                           events, finish, launched_pid, leftover_processes,
-                                           logged, session_of, spawn_dh)
+from tests.helpers.real_runs import (RUN_TIMEOUT, STALL_SCRIPT, check_log_holds_every_record_once,
+                                     events, finish, launched_pid, leftover_processes, logged,
+                                     session_of, spawn_dh)
 from tests.rig import SCRIPT
 
 pytestmark = pytest.mark.e2e

@@ -13,12 +13,13 @@ import time
 import pytest
 
 from dh_cli.resume.rebuild import source_bytes
-from dh_cli.wrappers.opencode import row_key
+from dh_cli.wrappers.opencode_rows import row_key
 from tests.e2e.native_sampler import Sampler
-from tests.e2e.test_real_harnesses import launched_pid, leftover_processes, spawn_dh
+from tests.helpers.real_runs import launched_pid, leftover_processes, spawn_dh
 from tests.rig import HARNESSES
 
-pytestmark = pytest.mark.e2e
+# timing: what was on disk SLACK s before the kill must be logged, a bound on the mirror's lag
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]
 
 # Short steps, each reply a little late: the session keeps writing through its first seconds.
 LAG_SCRIPT = {"replies": [*({"text": f"Step {i}.", "shell": f"echo s{i} >> steps.log",

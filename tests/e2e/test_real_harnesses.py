@@ -29,135 +29,29 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.require import skip_or_fail
 
-from dh_cli.stores.opencode_db import session_rows
 from dh_cli.resume.rebuild import source_bytes
-from dh_cli.wrappers.opencode import row_key
 from tests.fakes.model_server import tool_results
+from tests.helpers.real_runs import (MAY_HAVE_RUN, RUN_TIMEOUT, STALL_SCRIPT, TOOL_SCRIPT,
+                                     check_log_holds_every_record_once, check_no_rebilling, events,
+                                     final_text_logged, finish, launched_pid, leftover_processes,
+                                     logged, read, session_of, spawn_dh, wait_for_sleep,
+                                     wait_until_logged)
 from tests.rig import HARNESSES, HEADLESS_ARGS, SCRIPT
 
 pytestmark = pytest.mark.e2e
 
-R = SCRIPT["replies"]
-STALL_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=60, delay_times=1), *R[2:]]}
-SLOW_COMMAND = "sleep 3; echo once >> effect.log"
-TOOL_SCRIPT = {"replies": [{"text": "Running a slow command.", "shell": SLOW_COMMAND}, *R[1:]]}
-MAY_HAVE_RUN = "may already have taken effect"
 # What happens to a shell command when the real harness is SIGKILLed (seen with these versions):
 # it runs on, orphaned, and finishes within dh's grace period; or, under Codex, its shell dies
 # of SIGTERM (parent-death signal) at once, while the `sleep` inside it runs on.
 TOOL_FATE = {"claude-code": "finished", "codex": "killed", "opencode": "finished", "pi": "finished"}
-RUN_TIMEOUT = 240
 
 
 # ---------------------------------------------------------------- helpers
 
-
-def session_of(rig) -> dict:
-    (session,) = rig.world().list_sessions()
-    return session
-
-
-def events(rig) -> list:
-    return rig.world().events(session_of(rig)["id"])
-
-
-def logged(rig, kind: str) -> int:
-    """How many records of this kind the log holds so far."""
-    try:
-        world = rig.world()
-    except Exception:  # noqa: BLE001 - the log may not exist yet
-        return 0
-    try:
-        sessions = world.list_sessions()
-        return sum(r.kind == kind for s in sessions for r in world.records(s["id"]))
-    finally:
-        world.close()
-
-
-def wait_until_logged(rig, kind: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while logged(rig, kind) < 1:
-        assert time.monotonic() < deadline, f"no {kind} record reached the log"
-        time.sleep(0.05)
-
-
-def launched_pid(rig, timeout: float = 60) -> int:
-    """The harness's pid (it leads its own process group) from dh's `launched` event."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            found = [e for e in events(rig) if e.type == "launched"]
-        except Exception:  # noqa: BLE001 - the log may not exist yet
-            found = []
-        if found:
-            return found[-1].details["pid"]
-        time.sleep(0.05)
-    raise AssertionError("the harness was never launched")
-
-
-def spawn_dh(rig, harness: str, *dh_opts: str) -> subprocess.Popen:
-    out = open(rig.tmp / "dh-stdout.txt", "wb")  # a file: a full pipe would stall the harness
-    return subprocess.Popen([sys.executable, "-m", "dh_cli", "run", harness, *dh_opts, "--",
-                             *HEADLESS_ARGS[harness]("Create the files.")],
-                            cwd=rig.proj, env=rig.env, stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.PIPE)
-
-
-def finish(proc: subprocess.Popen) -> tuple[int, str]:
-    try:
-        _, err = proc.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        raise AssertionError(f"dh did not finish in {RUN_TIMEOUT} s: {err.decode()[-2000:]}")
-    return proc.returncode, err.decode(errors="replace")
-
-
-def read(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
-
-
-def final_text_logged(rig) -> bool:
-    world = rig.world()
-    return any(b"All done." in r.raw for r in world.records(session_of(rig)["id"]))
-
-
-def check_log_holds_every_record_once(rig, harness: str) -> None:
-    """JSONL harnesses: the logged bytes are the native file's bytes. OpenCode: every row of
-    the session in its database is in the log at its latest version, and no row version is
-    logged twice."""
-    world = rig.world()
-    session = session_of(rig)
-    sources = world.sources(session["id"])
-    assert sources, "nothing was mirrored"
-    for source in sources:
-        if source.kind == "opencode":
-            check_opencode_rows(world, session, source)
-        elif source.kind == "jsonl":
-            assert source_bytes(world, source) == Path(source.path).read_bytes(), source.relpath
-
-
-def check_opencode_rows(world, session: dict, source) -> None:
-    records = list(world.records(session["id"], source.id))
-    raws = [r.raw for r in records]
-    assert len(set(raws)) == len(raws), "a row version was logged twice"
-    latest: dict[str, dict] = {}
-    for raw in raws:
-        row = json.loads(raw)
-        latest[row_key(row)] = row
-    db_rows = [json.loads(line) for line in session_rows(Path(source.path), session["harness_session_id"])]
-    assert db_rows
-    for row in db_rows:
-        assert latest.get(row_key(row)) == row, f"{row_key(row)} is not in the log at its latest version"
-
-
-def check_no_rebilling(rig) -> None:
-    assert rig.server.rebilled() == 0, rig.server.completed_counts()
 
 
 def requests_after(server, count: int) -> list[dict]:
@@ -206,27 +100,6 @@ def test_killed_while_a_model_call_is_stalled(real_rig, harness):
     check_log_holds_every_record_once(rig, harness)
     assert [e.type for e in events(rig)].count("launched") == 2, err
 
-
-def wait_for_sleep(dh: subprocess.Popen, timeout: float = RUN_TIMEOUT) -> psutil.Process:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert dh.poll() is None, "dh ended before the tool ran"
-        try:
-            for proc in psutil.Process(dh.pid).children(recursive=True):
-                if proc.name() == "sleep":
-                    return proc
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("the slow shell command never started")
-
-
-def leftover_processes(tmp: Path) -> list:
-    left = []
-    for proc in psutil.process_iter(["name", "cwd", "status"]):
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and str(tmp) in (proc.info["cwd"] or ""):
-            left.append(proc)
-    return left
 
 
 @pytest.mark.parametrize("harness", HARNESSES)

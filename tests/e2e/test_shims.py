@@ -16,9 +16,9 @@ from dh_cli import shims
 from dh_cli.wrappers import get
 from tests.rig import HEADLESS_ARGS
 
-from .test_real_harnesses import (STALL_SCRIPT, check_log_holds_every_record_once, logged,
-                                  check_no_rebilling, events, final_text_logged, finish,
-                                  launched_pid, read)
+from tests.helpers.real_runs import (STALL_SCRIPT, check_log_holds_every_record_once, logged,
+                                     check_no_rebilling, events, final_text_logged, finish,
+                                     launched_pid, read)
 
 pytestmark = pytest.mark.e2e
 

@@ -25,8 +25,8 @@ import pytest
 from tests.fakes.model_server import tool_results
 from tests.rig import SCRIPT
 
-from .test_real_harnesses import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_rebilling, events,
-                                  launched_pid, logged, read, session_of)
+from tests.helpers.real_runs import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_rebilling, events,
+                                     launched_pid, logged, read, session_of)
 
 pytest.importorskip("pexpect")
 pytest.importorskip("pyte")

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_real_harnesses import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
-                                           launched_pid, leftover_processes, read, session_of,
-                                           spawn_dh, wait_for_sleep, wait_until_logged)
+from tests.helpers.real_runs import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
+                                     launched_pid, leftover_processes, read, session_of, spawn_dh,
+                                     wait_for_sleep, wait_until_logged)
 from tests.rig import HARNESSES, SCRIPT
 
 R = SCRIPT["replies"]
@@ -133,7 +133,7 @@ def test_a_harness_that_does_not_exit_after_its_turn_is_ended(real_rig, tmp_path
     # the import leaves its write-ahead log; the first reader's recovery of it can make the
     # next OpenCode fail at start with "database is locked" (opencode_restore.settle_database)
     settle_database(rig.tmp / ".local/share/opencode/opencode.db")
-    started, asked = time.monotonic(), len(rig.server.main_requests())
+    asked = len(rig.server.main_requests())
     second = subprocess.run([sys.executable, "-m", "dh_cli", "run", "opencode", "--", "run",
                              "--format", "json", "--session", native, "Now summarize."],
                             cwd=rig.proj, env=rig.env, capture_output=True,
@@ -150,7 +150,6 @@ def test_a_harness_that_does_not_exit_after_its_turn_is_ended(real_rig, tmp_path
     kinds = kinds[len(kinds) - kinds[::-1].index("run"):]  # the second `dh run`'s
     assert kinds.count("linger") == 1 and kinds.count("resume") == 0, kinds
     assert len(rig.server.main_requests()) == asked + 1  # the new turn: one model call
-    assert time.monotonic() - started < 90
     time.sleep(0.5)
     assert not leftover_processes(rig.tmp)
 

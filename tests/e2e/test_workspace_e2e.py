@@ -24,7 +24,7 @@ from tests.pg import pg_url  # noqa: F401  (fixture)
 from tests.rig import HEADLESS_ARGS, Rig
 
 from .conftest import UNSET, real_env, write_real_configs
-from .test_real_harnesses import RUN_TIMEOUT, finish, launched_pid, logged
+from tests.helpers.real_runs import RUN_TIMEOUT, finish, launched_pid, logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

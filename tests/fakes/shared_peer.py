@@ -16,7 +16,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from dh_cli.mirror.shared_wire import Lines, encode, listen
+from dh_cli.mirror import shared_wire as wire
+from dh_cli.mirror.shared_wire import Lines, listen
 
 
 @contextmanager
@@ -74,12 +75,12 @@ def serve(conn, mode: str, arg: str, sock: Path) -> None:
         return conn.close()  # the client refused this server before its hold
     if mode == "late":
         time.sleep(float(arg))
-    conn.sendall(encode({"op": "held"}))
+    conn.sendall(wire.message(wire.HELD))
     if mode == "say":
         conn.sendall(arg.encode() + b"\n")
     for message in received:
-        if mode == "held" and message.get("op") == "release":
-            conn.sendall(encode({"op": "released", "committed": {}, "progress_at": None}))
+        if mode == "held" and message.get("op") == wire.RELEASE:
+            conn.sendall(wire.message(wire.RELEASED, committed={}, progress_at=None))
             break
     if mode == "say":
         time.sleep(0.2)

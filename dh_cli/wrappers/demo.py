@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..wrappers.pi import PiWrapper
+from .pi import PiWrapper
 
 NAME = "dh-demo"
 BINARY = "dh-demo-harness"

@@ -54,7 +54,7 @@ def unlogged_text(outcome: dict) -> str:
 def every_safe_tool() -> frozenset[str]:
     """The tools any known harness's wrapper calls safe (`Wrapper.safe_tools`): for a caller
     that does not say which harness the tool is of."""
-    from ..wrappers import REGISTRY
+    from . import REGISTRY
 
     return frozenset().union(*(w.safe_tools for w in REGISTRY.values()))
 

@@ -1,10 +1,11 @@
-"""The real processes behind the supervisor's seam (seam.py: `Procs`, `Clock`): the harness
-spawned through pipes (here) or a pseudo-terminal (terminal.py), signalling its process
-group, liveness checks, the child-subreaper flag. Only seam.Procs builds these children.
+"""The real processes behind the supervisor's seam (supervisor/seam.py: `Procs`, `Clock`):
+the harness spawned through pipes (here) or a pseudo-terminal (supervisor/terminal.py),
+signalling its process group, liveness checks, the child-subreaper flag. Only seam.Procs
+builds these children; the mirror's parse workers take `die_with_parent` from here too.
 
 The harness leads its own process group (`start_new_session`), so a signal to the group
 reaches it and the tool commands that share its group; tools that start groups of their own
-are found through the process tree (see tools.py)."""
+are found through the process tree (see supervisor/tools.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Callable
 
 import psutil
 
-from ..osthread import name_os_thread
+from .osthread import name_os_thread
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1

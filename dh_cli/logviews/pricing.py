@@ -77,8 +77,8 @@ def _lookup(model: str):
 def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = None) -> dict:
     """The session's model calls priced: total USD (None when no call could be priced), and
     the calls and models the table does not know."""
-    from .errors import UnknownHarness
-    from .wrappers import get
+    from ..errors import UnknownHarness
+    from ..wrappers import get
 
     pricer = pricer or Pricer()
     try:

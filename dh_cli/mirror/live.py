@@ -16,12 +16,12 @@ from pathlib import Path
 
 from ..errors import LogDbError
 from ..osthread import name_os_thread
-from ..mirror.pacing import Pacer
-from ..mirror.session import SessionMirror
 from ..stores import warm as warm_store
-from ..util import now_iso
 from ..worlds.checkpoint import Checkpointer
-from ..worlds.local import LocalWorld, db_error
+from ..worlds.local import LocalWorld
+from .failing import Failing
+from .pacing import Pacer
+from .session import SessionMirror
 
 POLL = 1.0  # fallback when no file event arrives
 POLL_WATCHED = 5.0  # the same when inotify wakes the mirror on every change
@@ -112,7 +112,7 @@ class LiveMirror:
         self.launch = launch
         self.inotify = None
         self.notice = notice or (lambda text: print(text, file=sys.stderr))
-        self.failing: tuple | None = None  # (since, started, error) while the log cannot be written
+        self.failing = Failing()
         self.native_id: str | None = None  # set from the harness's output when discovered
         self.last_progress = time.monotonic()
         self.added = 0
@@ -134,7 +134,7 @@ class LiveMirror:
     def _open_watch(self):
         """The inotify watch of the session's folders, or None: then a watchfiles thread
         (other systems) or the polling fallback wakes the mirror."""
-        from ..mirror import inotify
+        from . import inotify
 
         if self.watch_dir is None:
             return None
@@ -231,17 +231,12 @@ class LiveMirror:
             self.pacer.synced(self.last_progress - started)
 
     def _failed(self, exc: BaseException) -> None:
-        if self.failing is None:
-            error = db_error(exc, self.world_path) if isinstance(exc, sqlite3.Error) else exc
-            self.failing = (now_iso(), time.monotonic(), str(error))
-            self.notice(f"dh: {error}; the harness keeps running, and dh keeps trying to log it")
+        notice = self.failing.failed(exc, self.world_path)
+        if notice:
+            self.notice(notice)
 
     def _recovered(self, world) -> None:
-        since, started, error = self.failing
-        world.add_event(self.session_id, "log_write_failed", {
-            "since": since, "seconds": round(time.monotonic() - started, 1), "error": error})
-        self.failing = None
-        self.notice("dh: the log can be written again; mirroring has caught up")
+        self.notice(self.failing.recovered(world, self.session_id))
 
     def _track_new_files(self, world, mirror: SessionMirror) -> None:
         native = locate(self.wrapper, mirror.session, self.native_id)
@@ -290,17 +285,16 @@ def open_mirror(world, wrapper, session_id: str, native_id: str | None,
     if native_id and not session.harness_session_id:
         # Read from the harness's output before its file can be found: keep it now, so a
         # dh killed meanwhile still lets `dh resume` find what the harness wrote.
-        world.update_session(session.id, harness_session_id=native_id)
-        session = world.get_session(session_id)
+        session = world.update_session(session.id, harness_session_id=native_id)
     native = locate(wrapper, session, native_id)
     if native is None and not native_id:
         native = launched_native(world, wrapper, session, launch)
     if native is None:
         return None
     if native.harness_session_id and native.harness_session_id != session.harness_session_id:
-        world.update_session(session.id, harness_session_id=native.harness_session_id,
-                             native_path=str(native.sources[0].path), cwd=session.cwd or native.cwd)
-        session = world.get_session(session_id)
+        session = world.update_session(session.id, harness_session_id=native.harness_session_id,
+                                       native_path=str(native.sources[0].path),
+                                       cwd=session.cwd or native.cwd)
     mirror = SessionMirror(world, wrapper, session)
     mirror.track(native)
     return mirror

@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..events import Event, source_back, source_deleted, source_rewritten, source_unreadable
 from ..models import Source
 from ..util import short_hash
 from ..worlds.local import encode_rows
@@ -112,29 +113,29 @@ class Tailer:
         except FileNotFoundError:
             if self.source.inode is None:  # not written yet (e.g. a harness still starting)
                 return TailResult(missing=True)
-            return self._mark(TailResult(missing=True), "deleted", "source_deleted")
+            return self._mark(TailResult(missing=True), "deleted", source_deleted(self.source.relpath))
         except OSError as exc:
-            return self._mark(TailResult(missing=True), "unreadable", "source_unreadable",
-                              error=exc.strerror)
+            return self._mark(TailResult(missing=True), "unreadable",
+                              source_unreadable(exc.strerror, self.source.relpath))
         try:
             return self._sync_fd(fd)
         finally:
             os.close(fd)
 
-    def _mark(self, result: TailResult, status: str, event: str, **details) -> TailResult:
+    def _mark(self, result: TailResult, status: str, event: Event) -> TailResult:
         if self.source.status != status:
             self.source.status = status
-            self.world.commit(self.source, [], [(event, {"path": self.source.relpath, **details})])
+            self.world.commit(self.source, [], [event.pair()])
         return result
 
     def _sync_fd(self, fd: int) -> TailResult:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return self._mark(TailResult(missing=True), "unreadable", "source_unreadable",
-                              error="not a regular file")
+            return self._mark(TailResult(missing=True), "unreadable",
+                              source_unreadable("not a regular file", self.source.relpath))
         events, result = [], TailResult()
         if self.source.status != "live":
-            events.append(("source_back", {"path": self.source.relpath}))
+            events.append(source_back(self.source.relpath).pair())
             self.source.status = "live"
         check = self.source.offset and self.source.kind != "file"
         reason = _same_prefix(fd, info.st_size, self.source, self.known) if check else None
@@ -163,11 +164,11 @@ class Tailer:
 
     def _new_generation(self, reason: str, size: int) -> tuple:
         old = self.source.generation
-        details = {"path": self.source.relpath, "reason": reason, "old_generation": old,
-                   "old_offset": self.source.offset, "new_size": size}
+        event = source_rewritten(self.source.relpath, reason, old_generation=old,
+                                 old_offset=self.source.offset, new_size=size)
         self.source.generation, self.source.offset, self.source.pending = old + 1, 0, 0
         self.known = Fingerprint()
-        return ("source_rewritten", details)
+        return event.pair()
 
     def _read_whole(self, fd: int, events: list) -> int:
         """A small whole-file source (e.g. a subagent's meta.json): one record per version."""
@@ -177,7 +178,7 @@ class Tailer:
             return 0
         if self.source.tail_hash is not None:
             self.source.generation += 1
-            events.append(("source_rewritten", {"path": self.source.relpath, "reason": "changed"}))
+            events.append(source_rewritten(self.source.relpath, "changed").pair())
         record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 15
         self.source.offset = self.source.size = len(data)
         self.source.tail_hash = digest

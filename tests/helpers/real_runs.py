@@ -1,0 +1,152 @@
+"""A `dh run` of a real harness CLI (tests/e2e), seen from outside: its session and events in
+the log, the harness's pid, its end, and the checks every such test makes (each native record
+logged once, no model reply paid twice)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from dh_cli.events import LAUNCHED
+from dh_cli.resume.rebuild import source_bytes
+from dh_cli.wrappers.opencode_db import session_rows
+from dh_cli.wrappers.opencode_rows import row_key
+from tests.helpers.wait import wait_until
+from tests.rig import HEADLESS_ARGS, SCRIPT
+
+
+R = SCRIPT["replies"]
+
+
+STALL_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=60, delay_times=1), *R[2:]]}
+
+
+SLOW_COMMAND = "sleep 3; echo once >> effect.log"
+
+
+MAY_HAVE_RUN = "may already have taken effect"
+TOOL_SCRIPT = {"replies": [{"text": "Running a slow command.", "shell": SLOW_COMMAND}, *R[1:]]}
+
+
+RUN_TIMEOUT = 240
+
+
+def session_of(rig) -> dict:
+    (session,) = rig.world().list_sessions()
+    return session
+
+
+def events(rig) -> list:
+    return rig.world().events(session_of(rig)["id"])
+
+
+def logged(rig, kind: str) -> int:
+    """How many records of this kind the log holds so far."""
+    try:
+        world = rig.world()
+    except Exception:  # noqa: BLE001 - the log may not exist yet
+        return 0
+    try:
+        sessions = world.list_sessions()
+        return sum(r.kind == kind for s in sessions for r in world.records(s["id"]))
+    finally:
+        world.close()
+
+
+def wait_until_logged(rig, kind: str, timeout: float = 30) -> None:
+    wait_until(lambda: logged(rig, kind), f"a {kind} record in the log", timeout)
+
+
+def launched_pid(rig, timeout: float = 60) -> int:
+    """The harness's pid (it leads its own process group) from dh's `launched` event."""
+    def launched() -> list:
+        try:
+            return [e for e in events(rig) if e.type == LAUNCHED]
+        except Exception:  # noqa: BLE001 - the log may not exist yet
+            return []
+
+    return wait_until(launched, "the harness's launch", timeout)[-1].details["pid"]
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"dh did not finish in {RUN_TIMEOUT} s: {err.decode()[-2000:]}")
+    return proc.returncode, err.decode(errors="replace")
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def final_text_logged(rig) -> bool:
+    world = rig.world()
+    return any(b"All done." in r.raw for r in world.records(session_of(rig)["id"]))
+
+
+def check_log_holds_every_record_once(rig, harness: str) -> None:
+    """JSONL harnesses: the logged bytes are the native file's bytes. OpenCode: every row of
+    the session in its database is in the log at its latest version, and no row version is
+    logged twice."""
+    world = rig.world()
+    session = session_of(rig)
+    sources = world.sources(session["id"])
+    assert sources, "nothing was mirrored"
+    for source in sources:
+        if source.kind == "opencode":
+            check_opencode_rows(world, session, source)
+        elif source.kind == "jsonl":
+            assert source_bytes(world, source) == Path(source.path).read_bytes(), source.relpath
+
+
+def check_opencode_rows(world, session: dict, source) -> None:
+    records = list(world.records(session["id"], source.id))
+    raws = [r.raw for r in records]
+    assert len(set(raws)) == len(raws), "a row version was logged twice"
+    latest: dict[str, dict] = {}
+    for raw in raws:
+        row = json.loads(raw)
+        latest[row_key(row)] = row
+    db_rows = [json.loads(line) for line in session_rows(Path(source.path), session["harness_session_id"])]
+    assert db_rows
+    for row in db_rows:
+        assert latest.get(row_key(row)) == row, f"{row_key(row)} is not in the log at its latest version"
+
+
+def check_no_rebilling(rig) -> None:
+    assert rig.server.rebilled() == 0, rig.server.completed_counts()
+
+
+def spawn_dh(rig, harness: str, *dh_opts: str) -> subprocess.Popen:
+    out = open(rig.tmp / "dh-stdout.txt", "wb")  # a file: a full pipe would stall the harness
+    return subprocess.Popen([sys.executable, "-m", "dh_cli", "run", harness, *dh_opts, "--",
+                             *HEADLESS_ARGS[harness]("Create the files.")],
+                            cwd=rig.proj, env=rig.env, stdin=subprocess.DEVNULL, stdout=out,
+                            stderr=subprocess.PIPE)
+
+
+def wait_for_sleep(dh: subprocess.Popen, timeout: float = RUN_TIMEOUT) -> psutil.Process:
+    def sleeping() -> psutil.Process | None:
+        assert dh.poll() is None, "dh ended before the tool ran"
+        try:
+            children = psutil.Process(dh.pid).children(recursive=True)
+            return next((p for p in children if p.name() == "sleep"), None)
+        except psutil.Error:
+            return None
+
+    return wait_until(sleeping, "the slow shell command", timeout)
+
+
+def leftover_processes(tmp: Path) -> list:
+    left = []
+    for proc in psutil.process_iter(["name", "cwd", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and str(tmp) in (proc.info["cwd"] or ""):
+            left.append(proc)
+    return left
