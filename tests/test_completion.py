@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dh_cli import _gen_docs
+from dh_cli.wrappers import REGISTRY
 
 from .helpers.crashed import crashed  # noqa: F401 (a fixture)
 
@@ -79,7 +80,7 @@ def dh_on_path(tmp_path):
 
 
 @pytest.mark.parametrize("line,expected", [
-    ("dh run ", ["claude", "claude-code", "codex", "opencode", "pi"]),
+    ("dh run ", sorted({n for w in REGISTRY.values() for n in (w.name, *w.aliases)})),  # names, aliases
     ("dh import co", ["codex"]),
     ("dh log list --harness o", ["opencode"]),
     ("dh log list --state c", ["crashed"]),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from ..events import EXITED, LAUNCH, STATE
 from .logview import stream_items, view_header
-from .timeline import exit_mark
 from .timeline import exit_mark
 from ..models import Session
 from ..wrappers import get as get_wrapper
@@ -168,15 +168,15 @@ def attempt_spans(events: list[dict]) -> list[Span]:
         number, at = event.get("attempt"), epoch_ms(event.get("at"))
         if number is None:
             continue
-        if event["type"] == "launch" and number not in spans:
+        if event["type"] == LAUNCH and number not in spans:
             spans[number] = Span("attempt", f"attempt {number}", at, at, {"attempt": number})
         span = spans.get(number)
         if span is None:
             continue
         span.close(at)
-        if event["type"] == "exited":
+        if event["type"] == EXITED:
             span.attrs["exit"] = _exit_label(event["details"])
-        elif event["type"] == "state" and event["details"].get("outcome"):
+        elif event["type"] == STATE and event["details"].get("outcome"):
             span.attrs["outcome"] = event["details"]["outcome"]
     return [spans[n] for n in sorted(spans)]
 
