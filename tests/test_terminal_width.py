@@ -75,7 +75,8 @@ def _words(screen: str) -> set[str]:
 
 
 VIEWS = {"status": [], "list": ["log", "list"], "show": ["log", "show", "{id}"],
-         "doctor": ["doctor"], "help": ["--help"], "run help": ["run", "--help"]}
+         "search": ["log", "search", "files"], "doctor": ["doctor"], "help": ["--help"],
+         "run help": ["run", "--help"]}
 
 
 @skip_if_missing(TMUX is None, "tmux is not installed (.ci/run installs it with apt-get)")

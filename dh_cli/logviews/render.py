@@ -82,10 +82,6 @@ def _row(cells: list[str], widths: list[int]) -> str:
     return "".join(c.ljust(w) + "  " for c, w in zip(cells, widths))
 
 
-def _clip(text: str, room: int) -> str:
-    return text if len(text) <= room else text[:room - 1] + "…"
-
-
 def clip_words(text: str, room: int) -> str:
     """text in at most `room` columns, cut after a whole word (a single word longer than the
     room is cut where it must be)."""
@@ -113,7 +109,7 @@ def search_hits(hits, prefixes: dict, width: int) -> None:
         return
     for hit in hits:
         head = f"{prefixes.get(hit.session_id, hit.session_id)}  {hit.harness}  turn {hit.turn}  "
-        line(head + _clip(hit.snippet, max(20, width - len(head) - 1)))
+        line(head + clip_words(hit.snippet, max(20, width - len(head) - 1)))
 
 
 def write_raw(records) -> None:
@@ -244,5 +240,5 @@ def follow_update(update: dict, as_json: bool = False) -> None:
         line = f"  tool {update['tool']} [{update['status']}] {update.get('result', '')}"
     else:
         line = event_line(update)
-    output.out.print(line, markup=False)
+    output.out.print(fitted(line, output.terminal_width()), markup=False)
     output.out.file.flush()
