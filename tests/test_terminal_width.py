@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
+from dh_cli import _gen_docs
+from dh_cli.cli import app
 from tests.require import skip_if_missing
 
 from .helpers.crashed import crashed  # noqa: F401 (a fixture)
@@ -111,3 +115,14 @@ def test_a_bad_option_is_told_in_dh_words(argv, message):
                           env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}, timeout=60)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Value error" not in done.stderr and "Input should be" not in done.stderr
+
+
+COMMANDS = [doc.path.split()[1:] for doc in _gen_docs.walk(typer.main.get_command(app))]
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(["dh", *p]))
+def test_every_help_fits_80_columns_uncut(path):
+    """Rich cuts a cell that does not fit with '…'; every help text must fit at 80 columns."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and max(map(len, result.output.splitlines())) <= 80, result.output
