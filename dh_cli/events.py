@@ -93,7 +93,8 @@ def resume(by: str, attempt: int | None = None) -> Event:
 
 
 def resume_plan(mode: str, **details) -> Event:
-    """mode "resume" (argv, repairs, rebuilt, kept, continues) or "relaunch" (why)."""
+    """mode "resume" (argv, repairs, rebuilt, kept, continues, cut: the turn the harness was
+    in was cut off, and what it writes next goes on with it) or "relaunch" (why)."""
     return Event(RESUME_PLAN, {"mode": mode, **details}, "outcome")
 
 

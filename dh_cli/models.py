@@ -73,7 +73,7 @@ class Parsed:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
-    usage: dict | None = None  # {"input","output","cache_read","cache_write"}
+    usage: dict | None = None  # tokens.KINDS -> count (tokens.counts())
     ts: str | None = None
     synthetic: bool = False  # written by a harness's own resume path, not a real turn
     turn_end: bool = False  # this record marks the end of a turn (e.g. Codex task_complete)
@@ -104,6 +104,10 @@ class Record:
     flags: str | None = None
     status: str | None = None  # a tool result's outcome: "ok" or "error"
     turn_start: int | None = None  # 1 on the record that opens a turn (the wrapper says which)
+    tokens_cache_write_1h: int | None = None  # tokens.py: the one vocabulary of token kinds
+    tokens_reasoning: int | None = None
+    tool_input: str | None = None  # the first tool call's input, as JSON
+    tool_output: str | None = None  # the opening of the first tool result's text
 
 
 @dataclass

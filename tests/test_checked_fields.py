@@ -5,9 +5,10 @@ slow way and comes out cleaned (and flagged when a value had to be dropped)."""
 import pytest
 
 from dh_cli.models import Parsed, ToolCall, ToolResult
+from dh_cli.tokens import counts
 from dh_cli.wrappers.base import checked
 
-CLEAN_USAGE = {"input": 10, "output": 5, "cache_read": 0, "cache_write": 2}
+CLEAN_USAGE = counts(input=10, output=5, cache_write=2)
 
 
 def test_a_clean_record_with_calls_results_and_usage_is_kept_as_it_is():
@@ -26,7 +27,7 @@ def test_a_clean_record_with_calls_results_and_usage_is_kept_as_it_is():
     ({**CLEAN_USAGE, "output": None}, {**CLEAN_USAGE, "output": 0}, False),
     ({"input": 10, "output": 5}, {**CLEAN_USAGE, "cache_write": 0}, False),  # missing: 0, not NULL
     ({**CLEAN_USAGE, "extra": 1}, CLEAN_USAGE, False),
-    ([1, 2], {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}, True),
+    ([1, 2], counts(), True),
 ])
 def test_usage_the_log_cannot_store_as_it_is_is_cleaned(usage, expected, flagged):
     out = checked(Parsed(kind="assistant", usage=usage))

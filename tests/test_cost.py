@@ -13,9 +13,12 @@ import pytest
 from tests.require import skip_if_missing
 
 from dh_cli.logviews.pricing import Pricer
+from dh_cli.tokens import counts
+from dh_cli.wrappers.claude import claude_usage
+from dh_cli.wrappers.codex import codex_usage
 
 from .conftest import FIXTURES, fixture_home, scenarios
-from .fakes.transcripts import write_claude_transcript
+from .fakes.transcripts import write_claude_transcript, write_streamed_turn
 
 # Published per-million-token prices of claude-opus-4-8 (the model of every Claude Code fixture):
 # input $5, output $25, cache read $0.50, cache write (5 min) $6.25 -- the figures in
@@ -107,7 +110,7 @@ def test_costs_equal_what_ccusage_reports(tmp_path, run_dh, monkeypatch):
         # the same pricing: ccusage's dollars for its tokens are ours for those tokens
         same = {"input": theirs["inputTokens"], "output": theirs["outputTokens"],
                 "cache_read": theirs["cacheReadTokens"], "cache_write": theirs["cacheCreationTokens"]}
-        assert pricer.cost("claude-opus-4-8", same, False) == pytest.approx(theirs["totalCost"], rel=0.01)
+        assert pricer.cost("claude-opus-4-8", same) == pytest.approx(theirs["totalCost"], rel=0.01)
         if name == "multiturn":
             # the mock served each of the 3 launches the same message ids, and ccusage counts
             # an id once: it sees 2 of the 6 calls. dh counts all 6, as Claude Code's own
@@ -120,22 +123,49 @@ def test_costs_equal_what_ccusage_reports(tmp_path, run_dh, monkeypatch):
         assert session["cost"] == pytest.approx(theirs["totalCost"], rel=0.01), name
 
 
+@skip_if_missing(CCUSAGE is None,  # required (CI): fail, never skip
+                 "ccusage is not installed (npm install --prefix"
+                    " ~/.cache/dh-e2e/ccusage ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24)")
+def test_a_streamed_message_with_hour_long_cache_writes_costs_what_ccusage_reports(tmp_path, run_dh):
+    """A message streamed as three rows with growing output_tokens counts once, with its final
+    usage (502 out, not 10), and its 1-hour cache writes at the 1-hour rate: ccusage's figures."""
+    home = tmp_path / "claude"
+    write_streamed_turn(home / "projects" / "-p" / "5f0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl")
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    (session,) = json.loads(run_dh("log", "list", "--json").stdout)
+    theirs, ours = _ccusage(home), session["tokens"]
+    assert (ours["input"], ours["output"], ours["cache_read"], ours["cache_write"] + ours["cache_write_1h"]) == (
+        theirs["inputTokens"], theirs["outputTokens"], theirs["cacheReadTokens"], theirs["cacheCreationTokens"])
+    assert (ours["output"], ours["cache_write_1h"], ours["model_calls"]) == (502, 2000, 1)
+    assert session["cost"] == pytest.approx(theirs["totalCost"], rel=1e-6)
+    shown = json.loads(run_dh("log", "show", session["id"], "--json").stdout)["totals"]
+    assert (shown["output"], shown["cost"]["usd"]) == (502, pytest.approx(theirs["totalCost"], rel=1e-6))
+    # and what the published prices give, 1-hour writes at $10 (5-minute ones at $6.25)
+    assert session["cost"] == pytest.approx((12 * 5 + 20000 * 0.5 + 1000 * 6.25 + 2000 * 10 + 502 * 25) / 1e6)
+
+
 def test_cache_reads_and_writes_are_priced_as_such():
     pricer = Pricer()
-    # Anthropic counts cached tokens apart from input_tokens
-    anthropic = pricer.cost("claude-opus-4-8", {"input": 1000, "output": 100, "cache_read": 10_000,
-                                                "cache_write": 2000}, input_includes_cache=False)
-    assert anthropic == pytest.approx((1000 * 5 + 100 * 25 + 10_000 * 0.5 + 2000 * 6.25) / 1e6)
-    # OpenAI (Codex) counts them inside input_tokens; gpt-5: $1.25 in, $0.125 cached, $10 out
-    openai = pricer.cost("gpt-5", {"input": 10_000, "output": 100, "cache_read": 8000, "cache_write": 0},
-                         input_includes_cache=True)
-    assert openai == pytest.approx((2000 * 1.25 + 8000 * 0.125 + 100 * 10) / 1e6)
+    # Anthropic counts cached tokens apart from input_tokens; 1-hour writes cost $10, not $6.25
+    usage = claude_usage({"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 10_000,
+                          "cache_creation_input_tokens": 3000,
+                          "cache_creation": {"ephemeral_5m_input_tokens": 2000,
+                                             "ephemeral_1h_input_tokens": 1000}})
+    assert usage == counts(input=1000, cache_read=10_000, cache_write=2000, cache_write_1h=1000, output=100)
+    assert pricer.cost("claude-opus-4-8", usage) == pytest.approx(
+        (1000 * 5 + 100 * 25 + 10_000 * 0.5 + 2000 * 6.25 + 1000 * 10) / 1e6)
+    # OpenAI (Codex) counts them inside input_tokens, and reasoning inside output_tokens; its
+    # wrapper takes them out once. gpt-5: $1.25 in, $0.125 cached, $10 out
+    usage = codex_usage({"input_tokens": 10_000, "cached_input_tokens": 8000, "output_tokens": 100,
+                         "reasoning_output_tokens": 64})
+    assert usage == counts(input=2000, cache_read=8000, output=100, reasoning=64)
+    assert pricer.cost("gpt-5", usage) == pytest.approx((2000 * 1.25 + 8000 * 0.125 + 100 * 10) / 1e6)
     # a model priced in tiers (by prompt size) goes through the table's own calculation
-    tiered = pricer.cost("claude-sonnet-4-5", {"input": 1000, "output": 100, "cache_read": 500,
-                                               "cache_write": 200}, input_includes_cache=False)
-    assert tiered == pytest.approx((1000 * 3 + 500 * 0.3 + 200 * 3.75 + 100 * 15) / 1e6)
-    assert pricer.cost("claude-opus-4-8[1m]", {"input": 10, "output": 5}, False) == pytest.approx(175e-6)
-    assert pricer.cost("mock-model", {"input": 10, "output": 5}, True) is None
+    tiered = pricer.cost("claude-sonnet-4-5", counts(input=1000, output=100, cache_read=500,
+                                                     cache_write=200, cache_write_1h=100))
+    assert tiered == pytest.approx((1000 * 3 + 500 * 0.3 + 200 * 3.75 + 100 * 6 + 100 * 15) / 1e6)
+    assert pricer.cost("claude-opus-4-8[1m]", {"input": 10, "output": 5}) == pytest.approx(175e-6)
+    assert pricer.cost("mock-model", {"input": 10, "output": 5}) is None
 
 
 def test_a_model_the_table_does_not_know_is_no_cost_not_zero(tmp_path, run_dh):

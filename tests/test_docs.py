@@ -96,6 +96,7 @@ def _invocations(tmp_path, session_id):
         "dh log rebuild": ["log", "rebuild", session_id, "--to", str(tmp_path / "rebuilt")],
         "dh log status": ["log", "status"],
         "dh log schema": ["log", "schema"],
+        "dh log cost": ["log", "cost", "--by", "session"],
         "dh log search": ["log", "search", "files"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],

@@ -237,7 +237,7 @@ def test_phoenix_reads_the_tokens_messages_attempts_and_crash(cached, run_dh, ph
     assert by_name["dh crash: SIGKILL"]["status_code"] == "ERROR"
     # the project's tokens: what dh counted (cache included) is what Phoenix sums and prices
     totals = json.loads(run_dh("log", "show", cached, "--json").stdout)["totals"]
-    dh_total = sum(totals[k] for k in ("input", "output", "cache_read", "cache_write"))
+    dh_total = sum(totals[k] for k in ("input", "cache_read", "cache_write", "cache_write_1h", "output"))
     (project,) = _graphql(phoenix, "{ projects { edges { node { tokenCountTotal tokenCountPrompt"
                                    " costSummary { total { tokens } prompt { tokens } } } } } }"
                           )["projects"]["edges"]

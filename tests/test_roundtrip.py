@@ -4,6 +4,8 @@ byte-for-byte (OpenCode: the export JSON equals what `opencode export` printed).
 import json
 import zlib
 
+import lz4.block
+
 import pytest
 
 from dh_cli import wrappers
@@ -86,15 +88,16 @@ def test_a_long_session_rebuilds_in_batches_byte_exact(tmp_path):
     world = LocalWorld()
     session = world.get_session(import_sessions(world, wrappers.get("claude"), home, all_=True)
                                 .sessions[0]["id"])
+    # long lines packed as logs written before m036 hold them: LZ4, every third raw deflate
+    # (as before m006); the rest as text, so that both stored forms are in the stream
+    old = world.conn.execute("SELECT id, raw FROM records WHERE length(raw) >= 1024 AND id % 2 = 0"
+                             ).fetchall()
+    world.conn.executemany("UPDATE records SET raw = NULL, packed = ?, codec = ? WHERE id = ?", [
+        (zlib.compress(line.encode(), 1, -12), local.DEFLATE, row_id) if row_id % 3 == 0
+        else (lz4.block.compress(line.encode()), local.LZ4, row_id) for row_id, line in old])
+    world.conn.commit()
     codecs = dict(world.conn.execute("SELECT codec, COUNT(*) FROM records GROUP BY codec").fetchall())
-    assert codecs.get(local.LZ4) and codecs.get(0)  # both stored forms are in the stream
-    # every third compressed line as a log written before m006 holds it: raw deflate
-    old = world.conn.execute("SELECT id, packed FROM records WHERE codec = ? AND id % 3 = 0",
-                             [local.LZ4]).fetchall()
-    world.conn.executemany("UPDATE records SET packed = ?, codec = ? WHERE id = ?", [
-        (zlib.compress(local.decode_raw(raw, local.LZ4), 1, -12), local.DEFLATE, row_id)
-        for row_id, raw in old])
-    assert old
+    assert codecs.get(local.LZ4) and codecs.get(local.DEFLATE) and codecs.get(0)
     (written,) = rebuild_session(world, session, tmp_path / "out")
     assert written.status == "written" and written.path.read_bytes() == native.read_bytes()
     assert written.bytes == native.stat().st_size

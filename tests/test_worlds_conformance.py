@@ -11,6 +11,7 @@ from dh_cli.errors import SessionLocked, SessionNotFound
 from dh_cli.models import Event, Record, Session, Source
 from dh_cli.worlds.base import Mark
 from dh_cli.worlds.local import LZ4
+from dh_cli.worlds.rows import PACK_MIN
 
 from .pg import pg_url  # noqa: F401  (fixture)
 
@@ -43,7 +44,7 @@ def source(world, sid="1abc00000000aa", relpath="projects/p/s.jsonl") -> Source:
 def records(positions, big_every: int = 0) -> list[Record]:
     out = []
     for n, (generation, offset) in enumerate(positions):
-        raw = b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * (4000 if big_every and n % big_every == 0 else 10))
+        raw = b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * (PACK_MIN if big_every and n % big_every == 0 else 10))
         out.append(Record(0, generation, offset, raw, kind="user", native_id=f"id-{n}",
                           tokens_in=n, ts=1_790_000_000_000 + n))
     return out

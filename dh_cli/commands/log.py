@@ -365,6 +365,39 @@ def log_schema(json_: JsonOpt = False) -> None:
     output.out.print(text(), markup=False)
 
 
+class CostGroup(str, Enum):
+    day = "day"
+    session = "session"
+    harness = "harness"
+    model = "model"
+
+
+@app.command("cost")
+def log_cost(
+    by: Annotated[Optional[list[CostGroup]], typer.Option("--by", help="Group by day, session, harness or model (repeat to group by several; default: day)")] = None,
+    tz: Annotated[Optional[str], typer.Option("--tz", help="Time zone of the days, an IANA name such as Europe/Paris or UTC (default: this machine's)")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Show what the model calls of every session cost, across every harness in one table.
+
+    Each call is counted once, its tokens in one vocabulary for every harness (uncached input,
+    cache reads, 5-minute and 1-hour cache writes, output with its reasoning) and priced from
+    the genai-prices table; a model the table does not know is counted but not priced.
+
+    Example:
+      $ dh log cost
+      $ dh log cost --by session --by model
+      $ dh log cost --tz UTC --json
+    """
+    from ..logviews.costs import costs, zone
+
+    report = costs(LocalWorld(), [g.value for g in by or [CostGroup.day]], zone(tz))
+    if json_:
+        output.print_json(report)
+    else:
+        render.cost_table(report)
+
+
 @app.command("status")
 def log_status(
     json_: JsonOpt = False,

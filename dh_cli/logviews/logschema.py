@@ -10,22 +10,32 @@ tables
   sessions      one row per session under dh: harness, native id, cwd, state, attempts
   sources       the native files (or OpenCode store) each session is mirrored from
   records       one row per native record, in order (source_id, generation, offset):
-                  raw         the native JSON line as text (NULL when packed)
-                  packed      the bytes of a long line, compressed (codec 2 LZ4, 1 deflate),
-                              or of a line that is not JSON text (codec 0); `dh log show --raw`
-                              prints every line byte-exact whichever column holds it
+                  raw         the native JSON line as text: every line under 64 KiB
+                  packed      the bytes of a line of 64 KiB or more (file contents, images),
+                              compressed (codec 2 LZ4, 1 deflate; `raw` is then NULL), or of a
+                              line that is not JSON text (codec 0); `dh log show --raw` prints
+                              every line byte-exact whichever column holds it
                   session_id, kind, role, tool_name, tool_call_id, status (a tool result:
-                  ok | error), turn_start, model, msg_id, tokens_in, tokens_out,
-                  tokens_cache_read, tokens_cache_write, at, flags
+                  ok | error), turn_start, model, msg_id, at, flags
+                  tool_input  a tool call's input as JSON; tool_output: a result's first
+                              300 characters
+                  tokens_in (uncached input), tokens_cache_read, tokens_cache_write (5 min),
+                  tokens_cache_write_1h, tokens_out (reasoning included), tokens_reasoning:
+                              the same kinds for every harness, never counted twice
   events        dh's own journal per session: launches, exits, crashes, repairs, resumes
   codecs        what each records.codec means
   record_text   full-text index (FTS5) of prompts, answers, tool inputs and outputs
 
 views
-  model_calls   one row per model call (counted once), with its model and tokens
-  tool_calls    one row per tool call: tool, started_at, finished_at, duration_ms, status
-  turns         one row per turn: when, model calls, tool calls, tokens
-  attempts      one row per launch of the harness: exit code, signal, outcome, calls kept
+  model_calls   one row per model call, counted once (a message streamed as several rows:
+                its last, final usage): harness, model, every token kind, tokens_prompt
+                (all input, cached or not)
+  tool_calls    one row per tool call: harness, tool, input (JSON), started_at, finished_at,
+                duration_ms, status, output (its first 300 characters)
+  turns         one row per turn (a turn cut by a crash and resumed stays one): when, model
+                calls, tool calls, tokens, crashes and resumes inside it
+  attempts      one row per launch of the harness: exit code, signal, outcome, calls kept,
+                the turn it ended in
 """
 
 # (what it answers, the query): run by the tests against a log of real sessions
@@ -40,6 +50,8 @@ EXAMPLES = [
     ("Every shell command Claude Code ran (fields of the native JSON lines)",
      "select at, json_extract(raw, '$.message.content[0].input.command') as command"
      " from records where tool_name = 'Bash' order by at"),
+    ("Every tool call's input and output, whatever the harness",
+     "select harness, tool, input, status, output from tool_calls order by started_at"),
 ]
 
 

@@ -58,7 +58,7 @@ class _Builder:
                  pricer: Pricer | None = None):
         self.wrapper, self.label, self.turn, self.items = wrapper, label, turn, deque()
         self.pricer = pricer or Pricer()
-        self.spent = 0.0  # what the calls so far cost: what a crash here would bill again
+        self.spent = 0.0  # what this turn's calls so far cost: what a restart would bill again
         self.saved = 0.0  # what dh kept from being billed twice, summed over the crashes
         self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
         self.calls: dict[str, dict] = {}  # call id -> its item, until its result arrives
@@ -73,6 +73,10 @@ class _Builder:
         if p.flags:
             self.items.append({"type": "flagged", "flags": p.flags, "source": self.label,
                                "turn": self.turn})
+        if p.synthetic and p.role == "assistant" and self.crashes and self._cut_off() \
+                and not self.resuming:
+            self._mark_resume(p)  # the harness's own row on resuming (2.1.332's "No response
+            self.resuming = True  # requested."): the crash came before it
         if p.kind == "user" or (p.kind == "text" and self.roles.get(p.parent_id) == "user"):
             self._prompt(p)
         elif p.kind in ("assistant", "text", "tool_call") and p.text:
@@ -89,7 +93,8 @@ class _Builder:
                 call["ended_at"] = p.ts
         if p.kind == "compaction":
             self._emit("compaction", p, text=self._short(p.text))
-        self.current.append(p)
+        if not p.synthetic:  # a harness's own rows around a resume do not finish the cut turn
+            self.current.append(p)
 
     def ready(self) -> Iterator[dict]:
         """Items whose content is final: everything before the oldest unanswered call."""
@@ -108,7 +113,7 @@ class _Builder:
     def _prompt(self, p: Parsed) -> None:
         if p.kind == "user" and not p.text:
             return  # OpenCode keeps the prompt text in a part
-        cut_off = self.turn and not self.wrapper.is_complete(list(self.current))
+        cut_off = self._cut_off()
         if p.synthetic:
             if cut_off and not self.resuming:
                 self._mark_resume(p)
@@ -122,7 +127,11 @@ class _Builder:
         else:
             self.turn += 1
             self.current.clear()
+            self.spent = 0.0
         self._emit("prompt", p, text=self._short(p.text, 400))
+
+    def _cut_off(self) -> bool:
+        return bool(self.turn) and not self.wrapper.is_complete(list(self.current))
 
     def _mark_resume(self, p: Parsed) -> None:
         """The turn stopped here: the crash dh saw (if it saw one), then the resume."""
@@ -143,7 +152,7 @@ class _Builder:
         return item
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
-        cost = self.pricer.cost(p.model, usage, self.wrapper.usage_input_includes_cache)
+        cost = self.pricer.cost(p.model, usage)
         self.spent += cost or 0.0
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
                    stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
@@ -196,7 +205,7 @@ def stream_items(world, session: Session, full: bool = False,
 def view_header(world, session: Session) -> SessionView:
     """Everything but the items: events, sources, token totals and the last turn's state."""
     view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
-    view.totals["cost"] = session_cost(world, session.id, session.harness)
+    view.totals["cost"] = session_cost(world, session.id)
     view.events = [asdict(e) for e in world.events(session.id)]
     sources = world.sources(session.id)
     view.sources = [_source_info(world, s) for s in sources]

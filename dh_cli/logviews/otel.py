@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from ..errors import WorldError
 from ..redact import mask
-from ..wrappers import get as get_wrapper
+from ..tokens import Usage
 from .trace import Span, attempt_spans, session_trace
 
 # openinference.span.kind of each of trace.py's spans, and of the marks inside a turn
@@ -66,22 +66,20 @@ def _clean(attrs: dict) -> dict:
     return out
 
 
-def token_counts(tokens: dict, input_includes_cache: bool) -> dict:
+def token_counts(tokens: dict | None) -> dict:
     """One model call's tokens as OpenInference and the GenAI conventions count them, from the
-    log's kinds (input, output, cache_read, cache_write, reasoning): the prompt is every input
-    token, cached ones included, with the cache reads and writes as its details; the total is
-    prompt plus completion. `input_includes_cache`: the harness's input count has the cached
-    tokens in it already (its wrapper says so)."""
-    read, write = tokens.get("cache_read") or 0, tokens.get("cache_write") or 0
-    prompt = (tokens.get("input") or 0) + (0 if input_includes_cache else read + write)
-    completion = tokens.get("output") or 0
-    return {"llm.token_count.prompt": prompt, "llm.token_count.completion": completion,
-            "llm.token_count.total": prompt + completion,
-            "llm.token_count.prompt_details.cache_read": read,
+    log's kinds (tokens.py): the prompt is every input token, cached ones included, with the
+    cache reads and writes as its details; the completion includes the reasoning (beside it
+    as a detail); the total is prompt plus completion."""
+    u = Usage.of(tokens)
+    write = u.cache_write + u.cache_write_1h
+    return {"llm.token_count.prompt": u.prompt, "llm.token_count.completion": u.output,
+            "llm.token_count.total": u.total,
+            "llm.token_count.prompt_details.cache_read": u.cache_read,
             "llm.token_count.prompt_details.cache_write": write,
-            "llm.token_count.completion_details.reasoning": tokens.get("reasoning") or None,
-            "gen_ai.usage.input_tokens": prompt, "gen_ai.usage.output_tokens": completion,
-            "gen_ai.usage.cache_read.input_tokens": read,
+            "llm.token_count.completion_details.reasoning": u.reasoning or None,
+            "gen_ai.usage.input_tokens": u.prompt, "gen_ai.usage.output_tokens": u.output,
+            "gen_ai.usage.cache_read.input_tokens": u.cache_read,
             "gen_ai.usage.cache_creation.input_tokens": write}
 
 
@@ -116,7 +114,7 @@ def _json_text(value) -> str | None:
     return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _model_attrs(span: Span, harness: str, includes_cache: bool) -> dict:
+def _model_attrs(span: Span, harness: str) -> dict:
     a = span.attrs
     given = a.get("input_messages") or []
     answer = {"role": "assistant", "content": a.get("output") or None, "tool_calls": a.get("tool_calls")}
@@ -128,7 +126,7 @@ def _model_attrs(span: Span, harness: str, includes_cache: bool) -> dict:
             "llm.system": provider(a.get("model")), "dh.cost_usd": a.get("cost_usd"),
             "input.value": given[-1]["content"] if given else None,
             "output.value": a.get("output") or None,
-            **token_counts(a.get("tokens") or {}, includes_cache),
+            **token_counts(a.get("tokens")),
             **_messages("llm.input_messages", given), **_messages("llm.output_messages", [answer])}
 
 
@@ -179,7 +177,6 @@ def _marks(span: Span) -> list[Span]:
 class _Emitter:
     def __init__(self, tracer, session: dict, fallback_ms: int):
         self.tracer, self.session, self.fallback = tracer, session, fallback_ms
-        self.includes_cache = _includes_cache(session["harness"])
         self.name = {"turn": lambda s: f"invoke_agent {session['harness']} {s.name}",
                      "model_call": lambda s: f"chat {s.attrs.get('model') or ''}".strip(),
                      "tool_call": lambda s: f"execute_tool {s.attrs.get('tool') or ''}".strip()}
@@ -188,7 +185,7 @@ class _Emitter:
         if span.kind == "turn":
             attrs = _turn_attrs(span, self.session)
         elif span.kind == "model_call":
-            attrs = _model_attrs(span, self.session["harness"], self.includes_cache)
+            attrs = _model_attrs(span, self.session["harness"])
         elif span.kind == "tool_call":
             attrs = _tool_attrs(span)
         elif span.kind == "attempt":
@@ -235,15 +232,6 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _includes_cache(harness: str) -> bool:
-    from ..errors import UnknownHarness
-
-    try:
-        return get_wrapper(harness).usage_input_includes_cache
-    except UnknownHarness:
-        return False
-
-
 def emit_session(world, session, exporter) -> int:
     """Send the session's spans to `exporter` (an SDK SpanExporter), a turn at a time; returns
     the number of turns. The root span is the session; each attempt and each turn a child of it."""
@@ -274,7 +262,7 @@ def emit_session(world, session, exporter) -> int:
         emitter.emit(turn, context)
         ends.add(turn)
         count += 1
-    root.set_attributes(_clean(_session_attrs(view, ends, emitter.includes_cache)))
+    root.set_attributes(_clean(_session_attrs(view, ends)))
     root.set_status(_status(Span("session", "")))
     root.end(end_time=_ns(max(times + [start_ms]), start_ms))
     provider_.shutdown()
@@ -295,9 +283,9 @@ class _Ends:
         self.last = answers[-1] if answers else self.last
 
 
-def _session_attrs(view, ends: _Ends, includes_cache: bool) -> dict:
+def _session_attrs(view, ends: _Ends) -> dict:
     cost, totals = view.totals.get("cost") or {}, view.totals
-    counts = token_counts(totals, includes_cache)
+    counts = token_counts(totals)
     attrs = {"dh.cost_usd": cost.get("usd"), "dh.saved_usd": cost.get("saved_usd"),
              "input.value": ends.first, "output.value": ends.last,
              "gen_ai.usage.input_tokens": counts["gen_ai.usage.input_tokens"],

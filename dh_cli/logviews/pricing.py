@@ -1,6 +1,7 @@
 """What model calls cost, from genai-prices: a maintained, versioned price table that ships
 with the package (no network: dh never asks it to update). A call's tokens are priced as the
-table prices them: uncached input, cache reads and cache writes each at their own rate."""
+table prices them: uncached input, cache reads, 5-minute and 1-hour cache writes and output
+each at their own rate (the kinds of tokens.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import datetime as _dt
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+
+from ..tokens import Usage
 
 _MILLION = Decimal(1_000_000)
 _SUFFIX = re.compile(r"\[[^\]]*\]$")  # Claude Code's "claude-opus-4-8[1m]": a context variant
@@ -20,6 +23,7 @@ class _Rates:
     output: Decimal
     cache_read: Decimal
     cache_write: Decimal
+    cache_write_1h: Decimal
 
 
 class Pricer:
@@ -38,23 +42,24 @@ class Pricer:
     def known(self, model: str | None) -> bool:
         return self._prices(model) is not None
 
-    def cost(self, model: str | None, usage: dict | None, input_includes_cache: bool) -> float | None:
-        """USD for one call; None when the table does not know the model."""
+    def cost(self, model: str | None, usage: dict | Usage | None) -> float | None:
+        """USD for one call (usage in the kinds of tokens.py); None when the table does not
+        know the model."""
         prices = self._prices(model)
         if prices is None or not usage:
             return None
-        cache_read, cache_write = usage.get("cache_read") or 0, usage.get("cache_write") or 0
-        total_in = (usage.get("input") or 0) + (0 if input_includes_cache else cache_read + cache_write)
-        out = usage.get("output") or 0
+        u = usage if isinstance(usage, Usage) else Usage.of(usage)
         if isinstance(prices, _Rates):  # the common case, in plain arithmetic (30x faster)
-            uncached = max(0, total_in - cache_read - cache_write)
-            return float((uncached * prices.input + cache_read * prices.cache_read
-                          + cache_write * prices.cache_write + out * prices.output) / _MILLION)
-        from genai_prices import Usage
+            return float((u.input * prices.input + u.cache_read * prices.cache_read
+                          + u.cache_write * prices.cache_write
+                          + u.cache_write_1h * prices.cache_write_1h + u.output * prices.output)
+                         / _MILLION)
+        from genai_prices import Usage as Counted
 
-        return float(prices.calc_price(Usage(input_tokens=total_in, output_tokens=out,
-                                             cache_read_tokens=cache_read,
-                                             cache_write_tokens=cache_write))["total_price"])
+        writes = u.cache_write + u.cache_write_1h  # genai-prices counts the 1h ones inside
+        return float(prices.calc_price(Counted(
+            input_tokens=u.prompt, output_tokens=u.output, cache_read_tokens=u.cache_read,
+            cache_write_tokens=writes, cache_write_1h_tokens=u.cache_write_1h))["total_price"])
 
 
 def _lookup(model: str):
@@ -66,29 +71,23 @@ def _lookup(model: str):
     except LookupError:
         return None
     price = info.get_prices(_dt.datetime.now(_dt.timezone.utc))
-    flat = [price.input_mtok, price.output_mtok, price.cache_read_mtok, price.cache_write_mtok]
+    hour = getattr(price, "cache_write_1h_mtok", None)
+    flat = [price.input_mtok, price.output_mtok, price.cache_read_mtok, price.cache_write_mtok, hour]
     if not all(p is None or isinstance(p, Decimal) for p in flat) or flat[0] is None:
         return price
     base = flat[0]
-    return _Rates(base, flat[1] or Decimal(0), flat[2] if flat[2] is not None else base,
-                  flat[3] if flat[3] is not None else base)
+    write = flat[3] if flat[3] is not None else base
+    return _Rates(base, flat[1] or Decimal(0), flat[2] if flat[2] is not None else base, write,
+                  hour if hour is not None else write)
 
 
-def session_cost(world, session_id: str, harness: str, pricer: Pricer | None = None) -> dict:
+def session_cost(world, session_id: str, pricer: Pricer | None = None) -> dict:
     """The session's model calls priced: total USD (None when no call could be priced), and
     the calls and models the table does not know."""
-    from ..errors import UnknownHarness
-    from ..wrappers import get
-
     pricer = pricer or Pricer()
-    try:
-        includes = get(harness).usage_input_includes_cache
-    except UnknownHarness:  # a harness this dh does not know: its calls are not priced
-        return {"usd": None, "unpriced_calls": 0, "unpriced_models": []}
     total, unpriced, models = 0.0, 0, set()
-    for model, tokens_in, out, cache_read, cache_write in world.model_call_tokens(session_id):
-        cost = pricer.cost(model, {"input": tokens_in, "output": out, "cache_read": cache_read,
-                                   "cache_write": cache_write}, includes)
+    for model, *counted in world.model_call_tokens(session_id):
+        cost = pricer.cost(model, Usage(*counted))
         if cost is None:
             unpriced += 1
             models.add(model or "unknown")

@@ -7,14 +7,25 @@ import sys
 
 from .. import output
 from ..output import fitted
+from ..tokens import Usage
 from ..events_text import summary
 from .logview import SessionView
 
 
 def _tokens(t: dict | None) -> str:
+    """A call's tokens in the kinds of tokens.py ("in" is the uncached input for every
+    harness); the kinds a call did not use are left out."""
     if not t:
         return ""
-    return f"{t.get('input', 0)} in / {t.get('output', 0)} out"
+    u = Usage.of(t)
+    parts = [f"{u.input} in"]
+    if u.cache_read:
+        parts.append(f"{u.cache_read} cache read")
+    if u.cache_write or u.cache_write_1h:
+        parts.append(f"{u.cache_write + u.cache_write_1h} cache write" +
+                     (f" ({u.cache_write_1h} for 1 h)" if u.cache_write_1h else ""))
+    parts.append(f"{u.output} out" + (f" ({u.reasoning} reasoning)" if u.reasoning else ""))
+    return " / ".join(parts)
 
 
 def state_label(session: dict) -> str:
@@ -36,9 +47,7 @@ def _list_cells(s: dict, relative_times: bool, wide: bool) -> list[str]:
 
     when = relative(s["last_activity"]) if relative_times else (s["last_activity"] or "-")[:10]
     t = s.get("tokens") or {}
-    cells = [s["prefix"], s["harness"], state_label(s), when,
-             _count(t.get("input", 0) + t.get("output", 0) + t.get("cache_read", 0)
-                    + t.get("cache_write", 0))]
+    cells = [s["prefix"], s["harness"], state_label(s), when, _count(Usage.of(t).total)]
     if "cost" in s:
         cells.append(money(s["cost"]))
     if wide:
@@ -195,9 +204,11 @@ def session_tail(view: SessionView, width: int | None = None) -> None:
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
         line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}", width)
     t = view.totals
-    line(f"tokens: {t['input']} in, {t['output']} out, {t['cache_read']} cache read, "
-         f"{t['cache_write']} cache write over {t['model_calls']} model call(s)", width)
-    line(cost_line(t.get("cost") or {}), width)
+    u = Usage.of(t)
+    line(f"tokens: {u.input} in (uncached), {u.cache_read} cache read, "
+         f"{u.cache_write + u.cache_write_1h} cache write ({u.cache_write_1h} for 1 h), "
+         f"{u.output} out ({u.reasoning} reasoning) over {t['model_calls']} model call(s)")
+    line(cost_line(t.get("cost") or {}))
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
     line(f"last turn: {state}{dangling}", width)
@@ -242,3 +253,23 @@ def follow_update(update: dict, as_json: bool = False) -> None:
         line = event_line(update)
     output.out.print(fitted(line, output.terminal_width()), markup=False)
     output.out.file.flush()
+
+
+def cost_table(report: dict) -> None:
+    """`dh log cost`: one line per group, token counts in at most five characters, then the
+    total. IN is the uncached input; OUT includes the reasoning tokens shown beside it."""
+    groups = [g.upper() for g in report["by"]]
+    header = [*groups, "CALLS", "IN", "CACHE READ", "CACHE WRITE", "OUT", "REASONING", "COST"]
+    lines = [_cost_cells([row[g] for g in report["by"]], row) for row in report["rows"]]
+    lines.append(_cost_cells(["total"] + [""] * (len(groups) - 1), report["totals"]))
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    text = [_row(header, widths).rstrip()] + [_row(cells, widths).rstrip() for cells in lines]
+    output.out.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
+
+
+def _cost_cells(keys: list[str], row: dict) -> list[str]:
+    t = row["tokens"]
+    cost = money(row["usd"]) + (f" ({row['unpriced_calls']} unpriced)" if row["unpriced_calls"] else "")
+    return [*map(str, keys), str(row["calls"]), _count(t["input"]), _count(t["cache_read"]),
+            _count(t["cache_write"] + t["cache_write_1h"]), _count(t["output"]), _count(t["reasoning"]),
+            cost]

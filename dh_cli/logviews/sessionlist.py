@@ -40,7 +40,7 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = first_prompt(world, row["id"], row["harness"])
         row["tokens"] = world.token_totals(row["id"])
-        row["cost"] = session_cost(world, row["id"], row["harness"], pricer)["usd"]
+        row["cost"] = session_cost(world, row["id"], pricer)["usd"]
     return rows
 
 

@@ -35,27 +35,24 @@ def pool_min() -> int:
                           hint="unset it, or give megabytes, e.g. DH_PARSE_POOL_MB=32") from None
 
 
-def parse_batch(wrapper_name: str, source_id: int, generation: int, start: tuple | None,
-                lines: list[tuple[int, bytes]]) -> tuple[list[tuple], str | None]:
-    """In the worker: the encoded log rows of (offset, raw) lines, and the last message id.
-    `start` is (last message id,) for a sync's first batch; None continues the previous one."""
+def parse_batch(wrapper_name: str, source_id: int, generation: int,
+                lines: list[tuple[int, bytes]]) -> list[tuple]:
+    """In the worker: the encoded log rows of (offset, raw) lines."""
     from .. import wrappers
     from ..worlds.local import encode_rows
     from ..wrappers.base import to_record
-    from ..stores.tailer import carry_model, dedupe_usage
+    from ..stores.tailer import carry_model
 
     wrapper = _WORKER_STATE.get(wrapper_name) or _WORKER_STATE.setdefault(
         wrapper_name, wrappers.get(wrapper_name))
-    last = start[0] if start is not None else _WORKER_STATE.get(source_id)
     model = _WORKER_STATE.get((source_id, "model"))
     rows = []
     for offset, raw in lines:
         parsed = wrapper.parse(raw)
         model = carry_model(parsed, model)
-        last = dedupe_usage(parsed, last)
         rows.append(to_record(parsed, source_id, generation, offset, raw))
-    _WORKER_STATE[source_id], _WORKER_STATE[(source_id, "model")] = last, model
-    return encode_rows(rows), last
+    _WORKER_STATE[(source_id, "model")] = model
+    return encode_rows(rows)
 
 
 class ParsePool:
@@ -67,16 +64,10 @@ class ParsePool:
         self.executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method),
                                             initializer=die_with_parent)
         self.wrapper_name = wrapper_name
-        self.start: tuple | None = None
-
-    def begin(self, last_msg: str | None) -> None:
-        """A sync starts: its first batch carries the source's last message id."""
-        self.start = (last_msg,)
 
     def submit(self, source, lines: list[tuple[int, bytes]]) -> Future:
-        start, self.start = self.start, None
         return self.executor.submit(parse_batch, self.wrapper_name, source.id, source.generation,
-                                    start, lines)
+                                    lines)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -60,7 +60,8 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     plan = _resume(world, wrapper, session, spec, opts, prepared, prompt)
     _write(world, session, events.resume_plan(
         "resume", argv=launch.redact_args(list(plan.argv)), repairs=prepared.repairs,
-        rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues, by=by), attempt)
+        rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues,
+        cut=not prepared.turn_complete, by=by), attempt)
     return plan
 
 

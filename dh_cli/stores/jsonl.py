@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..models import Parsed, Record, Session, Source
+from ..tokens import counts
 from ..util import short_hash
 from .files import RebuiltFile, safe_target, source_bytes, write_file, write_parts
 from .turns import chain_turn
@@ -40,14 +41,18 @@ class JsonlStore:
 
     def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
         """The latest generation, one record at a time: records map one-to-one to parsed
-        ones; the log holds each call's usage once, and the model of the call (which a
-        Codex token record does not name)."""
+        ones. A call's usage is the one the log counts (a message streamed as several rows:
+        its last), in the kinds of tokens.py, with the model of the call (which a Codex token
+        record does not name)."""
         top = world.latest_generation(source.id)
+        counted = world.model_call_offsets(source.id)
         for record in world.records(session_id, source.id, generation=top):
             parsed = wrapper.parse(record.raw)
-            parsed.usage = None if record.tokens_in is None else {
-                "input": record.tokens_in, "output": record.tokens_out,
-                "cache_read": record.tokens_cache_read, "cache_write": record.tokens_cache_write}
+            parsed.usage = None if record.offset not in counted else counts(
+                input=record.tokens_in or 0, cache_read=record.tokens_cache_read or 0,
+                cache_write=record.tokens_cache_write or 0,
+                cache_write_1h=record.tokens_cache_write_1h or 0, output=record.tokens_out or 0,
+                reasoning=record.tokens_reasoning or 0)
             parsed.model = record.model or parsed.model
             yield parsed
 

@@ -17,6 +17,7 @@ from ..events import Event, source_back, source_deleted, source_rewritten, sourc
 from ..models import Source
 from ..util import short_hash
 from ..worlds.local import encode_rows
+from ..worlds.rows import ROW_WIDTH
 from ..wrappers.base import Wrapper, to_record
 from ..worlds.log import Log
 
@@ -102,7 +103,6 @@ def _same_prefix(fd: int, size: int, source: Source, known: Fingerprint) -> str 
 class Tailer:
     def __init__(self, world: Log, wrapper: Wrapper, source: Source):
         self.world, self.wrapper, self.source = world, wrapper, source
-        self.last_msg: str | None = world.last_msg_id(source.id)
         self.known = Fingerprint()
         self.parser = None  # a ParsePool while a large import parses in a second process
         self.model: str | None = None  # the last model named, for usage rows that name none
@@ -179,7 +179,7 @@ class Tailer:
         if self.source.tail_hash is not None:
             self.source.generation += 1
             events.append(source_rewritten(self.source.relpath, "changed").pair())
-        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * 15
+        record = (self.source.id, self.source.generation, 0, data, None, "meta") + (None,) * (ROW_WIDTH - 6)
         self.source.offset = self.source.size = len(data)
         self.source.tail_hash = digest
         return self.world.commit(self.source, [record], events)
@@ -190,7 +190,6 @@ class Tailer:
         system call more per live sync."""
         take, rows = self._record, encode_rows
         if self.parser is not None:  # the worker parses (mirror/parse_pool.py)
-            self.parser.begin(self.last_msg)
             take, rows = _as_line, lambda batch: self.parser.submit(self.source, batch)
         with _Encoder(self, fd) as encoder:
             pos, batch, batch_bytes = self.source.offset, [], 0
@@ -219,7 +218,6 @@ class Tailer:
     def _record(self, raw: bytes, offset: int) -> tuple:
         parsed = self.wrapper.parse(raw)
         self.model = carry_model(parsed, self.model)
-        self.last_msg = dedupe_usage(parsed, self.last_msg)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)
 
     def _commit(self, fd: int, batch: list, pos: int, pending: int, events: list,
@@ -247,18 +245,6 @@ def carry_model(parsed, model: str | None) -> str | None:
     return model
 
 
-def dedupe_usage(parsed, last_msg: str | None) -> str | None:
-    """A message streamed as several rows (Claude: one per content block) carries its usage
-    on each; count it once, on the first row of the run. Returns the new last message id."""
-    if parsed.turn_start:
-        last_msg = None
-    if parsed.msg_id and parsed.role == "assistant":
-        if parsed.msg_id == last_msg:
-            parsed.usage = None
-        last_msg = parsed.msg_id
-    return last_msg
-
-
 def _as_line(raw: bytes, offset: int) -> tuple[int, bytes]:
     return offset, raw
 
@@ -282,7 +268,7 @@ class _Encoder:
     def _commit(self, rows: list | Future, pos: int, pending: int, events: list,
                 tail: bytes | None) -> int:
         if not isinstance(rows, list):  # a Future: parsed and encoded by the worker process
-            rows, self.tailer.last_msg = rows.result()
+            rows = rows.result()
         return self.tailer._commit(self.fd, rows, pos, pending, events, tail)
 
     def _flush(self) -> None:

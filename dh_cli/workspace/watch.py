@@ -13,6 +13,7 @@ from ..errors import DhError
 from ..osthread import name_os_thread
 from ..wrappers.replay import replay_class
 from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
+from ..wrappers.record_row import epoch_ms
 from .scan import Rules
 from .snapshot import Snapshotter
 
@@ -30,6 +31,8 @@ class RecordFollower:
     def __init__(self, world, wrapper, session_id: str, replay: dict):
         self.world, self.wrapper, self.session_id, self.replay = world, wrapper, session_id, replay
         self.last_id, self.turn, self.names = 0, 0, {}
+        self.turn_at: int | None = None  # when the last turn's prompt was written (epoch ms)
+        self.prompts: set = set()  # ids of the prompts counted (an OpenCode row is logged per update)
         self.version = None  # PRAGMA data_version at the last look
         self.place: tuple = (None, None, -1)  # (source id, generation, offset) last read
 
@@ -62,8 +65,15 @@ class RecordFollower:
     def steps(self) -> list[tuple[str, str | None]]:
         """(reason, call id) of each snapshot the new records call for, in order."""
         out: list[tuple[str, str | None]] = []
-        for parsed in self.new():
-            self.turn += bool(parsed.turn_start)
+        parsed_records = self.new()
+        cuts = self._cuts() if any(p.turn_start for p in parsed_records) else []
+        for parsed in parsed_records:
+            prompt = parsed.native_id or parsed.msg_id
+            if parsed.turn_start and (prompt is None or prompt not in self.prompts):
+                self.prompts.add(prompt)
+                at = epoch_ms(parsed.ts)
+                self.turn += not self.turn or not _continues(cuts, self.turn_at, at)
+                self.turn_at = at
             for call in parsed.tool_calls:
                 self.names[call.id] = call.name
             for result in parsed.tool_results:
@@ -73,6 +83,19 @@ class RecordFollower:
             if parsed.turn_end or parsed.kind == "assistant" and self.wrapper.is_complete([parsed]):
                 out.append(("turn_end", None))
         return out
+
+
+    def _cuts(self) -> list[int]:
+        """When dh resumed a turn that was cut (its journal's resume_plan with `cut`): the
+        first prompt after one goes on with that turn, as the log's `turns` view counts."""
+        rows = self.world.conn.execute(
+            "SELECT at FROM events WHERE session_id = ? AND type = 'resume_plan'"
+            " AND json_extract(details, '$.cut') = 1", [self.session_id]).fetchall()
+        return [t for t in (epoch_ms(row[0]) for row in rows) if t is not None]
+
+
+def _continues(cuts: list[int], previous: int | None, at: int | None) -> bool:
+    return previous is not None and at is not None and any(previous < cut <= at for cut in cuts)
 
 
 class WorkspaceWatcher:

@@ -8,6 +8,7 @@ from collections import deque
 from typing import Iterator
 
 from ..models import Record, Source
+from ..tokens import KINDS
 from .rows import (INSERT_RECORD, ROW_WIDTH, STORED_RAW, decode_raw, position_range, select_list,
                    storage_row, stored_rows)
 
@@ -57,6 +58,10 @@ def _index_texts(conn, rows: list[tuple], top: int, added: int) -> None:
     else:
         conn.executemany(INDEX_TEXT, [row[:3] + (row[ROW_WIDTH], top) for row in rows if row[ROW_WIDTH]])
 
+
+# the model_calls view's columns, in tokens.KINDS order
+_TOKEN_COLUMNS = ("tokens_in", "tokens_cache_read", "tokens_cache_write", "tokens_cache_write_1h",
+                  "tokens_out", "tokens_reasoning")
 
 class LocalRecords:
     """Mixed into LocalWorld: needs self.conn, self._write() and self.get_source()."""
@@ -127,14 +132,6 @@ class LocalRecords:
             "SELECT COUNT(*) FROM records r JOIN sources o ON o.id = r.source_id"
             " WHERE o.session_id = ?", [session_id]).fetchone()[0]
 
-    def last_msg_id(self, source_id: int) -> str | None:
-        """The model message the source's last logged call belongs to, unless a user prompt
-        came after it (the tailer's usage de-duplication resumes from here)."""
-        row = self.conn.execute(
-            "SELECT msg_id FROM records WHERE source_id = ? AND (msg_id IS NOT NULL OR kind = 'user')"
-            " ORDER BY generation DESC, offset DESC LIMIT 1", [source_id]).fetchone()
-        return row[0] if row else None
-
     def latest_generation(self, source_id: str) -> int | None:
         return self.conn.execute("SELECT MAX(generation) FROM records WHERE source_id = ?",
                                  [source_id]).fetchone()[0]
@@ -146,22 +143,12 @@ class LocalRecords:
             [source_id]).fetchone()
 
     def token_totals(self, session_id: str) -> dict:
-        """Token usage summed once per model call. JSONL rows carry it once already (see the
-        tailer); an OpenCode message row is logged at each update, and its last version wins."""
+        """Token usage summed once per model call (the `model_calls` view decides what one
+        call is), in the kinds of tokens.py, with the number of calls."""
         row = self.conn.execute(
-            """SELECT COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0),
-                      COALESCE(SUM(tokens_cache_read),0), COALESCE(SUM(tokens_cache_write),0),
-                      COUNT(*)
-               FROM (SELECT r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-                            ROW_NUMBER() OVER (PARTITION BY o.id, r.generation,
-                                   CASE WHEN o.kind = 'opencode' THEN r.msg_id ELSE r.id END
-                                               ORDER BY r.offset DESC) AS rn
-                     FROM records r JOIN sources o ON o.id = r.source_id
-                     WHERE o.session_id = ? AND r.tokens_in IS NOT NULL
-                       AND r.generation = (SELECT MAX(generation) FROM records x WHERE x.source_id = o.id))
-               WHERE rn = 1""", [session_id]).fetchone()
-        return {"input": row[0], "output": row[1], "cache_read": row[2], "cache_write": row[3],
-                "model_calls": row[4]}
+            f"SELECT {', '.join(f'COALESCE(SUM({c}), 0)' for c in _TOKEN_COLUMNS)}, COUNT(*)"
+            " FROM model_calls WHERE session_id = ?", [session_id]).fetchone()
+        return {**dict(zip(KINDS, row)), "model_calls": row[-1]}
 
     def append_rows(self, rows: list[tuple]) -> int:
         """Stored rows (RECORD_COLUMNS order, raw as stored, source_id this log's), in one

@@ -45,10 +45,25 @@ class LocalViews:
                                  [session_id]).fetchone()
 
     def model_call_tokens(self, session_id: str) -> Iterator[tuple]:
-        """(model, tokens in, out, cache read, cache write) of each model call."""
+        """(model, then the counts of tokens.KINDS) of each model call."""
         return self.conn.execute(
-            "SELECT model, tokens_in, tokens_out, tokens_cache_read, tokens_cache_write"
-            " FROM model_calls WHERE session_id = ?", [session_id])
+            "SELECT model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),"
+            " COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),"
+            " tokens_reasoning FROM model_calls WHERE session_id = ?", [session_id])
+
+    def model_call_usage(self) -> Iterator[tuple]:
+        """(session id, harness, at, model, then the counts of tokens.KINDS, then the session's
+        native id) of every model call in the log."""
+        return self.conn.execute(
+            "SELECT m.session_id, m.harness, m.at, m.model, COALESCE(m.tokens_in, 0),"
+            " COALESCE(m.tokens_cache_read, 0), COALESCE(m.tokens_cache_write, 0),"
+            " m.tokens_cache_write_1h, COALESCE(m.tokens_out, 0), m.tokens_reasoning,"
+            " s.harness_session_id FROM model_calls m JOIN sessions s ON s.id = m.session_id")
+
+    def model_call_offsets(self, source_id: int) -> set[int]:
+        """The offsets of the source's records that the log counts as model calls."""
+        return {row[0] for row in self.conn.execute(
+            'SELECT "offset" FROM model_calls WHERE source_id = ?', [source_id])}
 
     def last_turn_start(self, source_id: int, generation: int | None) -> int | None:
         """The offset of the last record marked as opening a turn."""

@@ -82,7 +82,14 @@ MIGRATIONS: list[tuple[str, str]] = [
             at text NOT NULL, turn integer, step text, reason text NOT NULL, root text NOT NULL,
             head text, branch text, files integer, bytes bigint, skipped integer,
             PRIMARY KEY (session_id, seq))"""),
+    # The one token vocabulary and the tool text of the local log's m035, carried with the record.
+    ("m035_token_kinds_and_tool_text", """
+        ALTER TABLE dh.records ADD COLUMN tokens_cache_write_1h bigint;
+        ALTER TABLE dh.records ADD COLUMN tokens_reasoning bigint;
+        ALTER TABLE dh.records ADD COLUMN tool_input text;
+        ALTER TABLE dh.records ADD COLUMN tool_output text"""),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.
-RECORD_TYPES = ["int8", "int4", "int8", "bytea", "int2"] + ["text"] * 8 + ["int8"] * 5 + ["text", "text", "int2"]
+RECORD_TYPES = (["int8", "int4", "int8", "bytea", "int2"] + ["text"] * 8 + ["int8"] * 5
+                + ["text", "text", "int2", "int8", "int8", "text", "text"])

@@ -52,7 +52,9 @@ def storage_row(row: tuple) -> tuple:
 
 ROW_WIDTH = len(RECORD_COLUMNS)  # a tailer's row carries its search text after these
 
-COMPRESS_MIN = 1024  # lines shorter than this are stored as they are
+# Lines shorter than this are stored as they are, as text in `raw`, where SQL reads them (a
+# person's query, datasette, the views); only longer ones (file contents, images) are packed.
+PACK_MIN = 64 * 1024
 # codec 0/None: stored as written; 1: raw deflate, 4 KiB window (logs written before m006);
 # 2: LZ4 block with its size in front (m006 on). LZ4 packs JSON lines a little less tightly
 # (the 100 MB bench log: 0.71x -> 0.76x of native) but costs a seventh of deflate's time to
@@ -63,7 +65,7 @@ _WBITS = -12
 
 def encode_raw(raw: bytes) -> tuple[bytes, int]:
     """The bytes as stored, and their codec (0: as written, the one marker for that)."""
-    if len(raw) < COMPRESS_MIN:
+    if len(raw) < PACK_MIN:
         return raw, 0
     packed = lz4.block.compress(raw)
     return (packed, LZ4) if len(packed) < len(raw) else (raw, 0)

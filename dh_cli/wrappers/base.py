@@ -113,10 +113,6 @@ class Wrapper:
     def first_record_ok(self, obj: dict) -> bool:
         return isinstance(obj.get("type"), str)
 
-    # the harness's input token count already holds its cached tokens (OpenAI's convention);
-    # Anthropic's, and the harnesses that report that way, count them apart
-    usage_input_includes_cache: bool = False
-
     tried_versions: tuple[str, str] = ("0.0.0", "0.0.0")  # releases dh was tried with (versions.py)
     packages: tuple[str, ...] = ()  # npm package names the binary may come from
     # seconds a headless harness may sit after its turn is complete in the log before dh ends

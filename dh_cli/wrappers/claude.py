@@ -27,6 +27,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import NativeStateError
 from ..models import Parsed, Record, ToolCall, ToolResult
+from ..tokens import counts, whole
 from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, load_json,
                    regular_file, text_of)
 from .common import (PRINT_FLAGS, flag_name, headless_flags, options, parse_argv, prompt_tail,
@@ -55,6 +56,17 @@ RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
 # flags that pick or fork the session: a relaunch names the session itself instead
 SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
 MAX_SLUG = 200
+
+
+def claude_usage(usage: dict) -> dict:
+    """Anthropic's usage in dh's vocabulary (tokens.py): `input_tokens` is already the uncached
+    input; `cache_creation_input_tokens` is every cache write, of which
+    `cache_creation.ephemeral_1h_input_tokens` were written for an hour."""
+    writes = whole(usage.get("cache_creation_input_tokens"))
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    hour = min(writes, whole(split.get("ephemeral_1h_input_tokens")))
+    return counts(input=usage.get("input_tokens", 0), cache_read=usage.get("cache_read_input_tokens", 0),
+                  cache_write=writes - hour, cache_write_1h=hour, output=usage.get("output_tokens", 0))
 
 
 def first_cwd(path: Path, max_lines: int = 50) -> str | None:
@@ -192,9 +204,7 @@ class ClaudeWrapper(Wrapper):
         parsed.kind = "tool_call" if parsed.tool_calls else "assistant"
         usage = message.get("usage")
         if isinstance(usage, dict) and not parsed.synthetic:
-            parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
-                            "cache_read": usage.get("cache_read_input_tokens", 0),
-                            "cache_write": usage.get("cache_creation_input_tokens", 0)}
+            parsed.usage = claude_usage(usage)
 
     def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
         """A subagent's `agent-<id>.meta.json` names the Agent/Task call that started it

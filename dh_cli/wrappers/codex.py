@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
+from ..tokens import counts, whole
 from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
                    text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
@@ -68,11 +69,19 @@ def _session_meta(path: Path) -> dict:
     return obj.get("payload", {}) if isinstance(obj, dict) and obj.get("type") == "session_meta" else {}
 
 
+def codex_usage(usage: dict) -> dict:
+    """OpenAI's usage in dh's vocabulary (tokens.py): `input_tokens` counts the cached reads and
+    writes too, and `output_tokens` the reasoning ones, so both are taken out once here."""
+    read, write = whole(usage.get("cached_input_tokens")), whole(usage.get("cache_write_input_tokens"))
+    return counts(input=max(0, whole(usage.get("input_tokens")) - read - write), cache_read=read,
+                  cache_write=write, output=whole(usage.get("output_tokens")),
+                  reasoning=whole(usage.get("reasoning_output_tokens")))
+
+
 class CodexWrapper(Wrapper):
     name = "codex"
     native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
-    usage_input_includes_cache = True  # OpenAI's input_tokens counts cached_input_tokens too
 
     def first_record_ok(self, obj: dict) -> bool:
         return obj.get("type") == "session_meta"  # a rollout starts with it
@@ -148,9 +157,7 @@ class CodexWrapper(Wrapper):
         elif kind == "token_usage_record":
             usage = payload.get("usage") or {}
             parsed.msg_id = payload.get("response_id")
-            parsed.usage = {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
-                            "cache_read": usage.get("cached_input_tokens", 0),
-                            "cache_write": usage.get("cache_write_input_tokens", 0)}
+            parsed.usage = codex_usage(usage)
         elif kind == "turn_context":  # the model of the turn's calls (token records lack it)
             parsed.model = payload.get("model")
         elif kind == "compacted":

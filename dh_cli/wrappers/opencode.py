@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
+from ..tokens import counts, whole
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
@@ -38,6 +39,15 @@ RESUMING_FLAGS = {"-s", "--session", "-c", "--continue"}
 # what picks or names the session, or belongs to the first message only (files, a command)
 RESUME_DROP = RESUMING_FLAGS | {"--fork", "--title", "-f", "--file", "--command", "--prompt"}
 
+
+def opencode_usage(tokens: dict, cache: dict) -> dict:
+    """OpenCode's message tokens in dh's vocabulary (tokens.py): `input` is the uncached input
+    and `reasoning` is kept apart from `output` (its `total` adds the two), so the output
+    billed is their sum."""
+    reasoning = whole(tokens.get("reasoning"))
+    return counts(input=whole(tokens.get("input")), cache_read=whole(cache.get("read")),
+                  cache_write=whole(cache.get("write")),
+                  output=whole(tokens.get("output")) + reasoning, reasoning=reasoning)
 
 class OpenCodeWrapper(Wrapper):
     name = "opencode"
@@ -168,8 +178,7 @@ class OpenCodeWrapper(Wrapper):
         tokens = data.get("tokens")
         if isinstance(tokens, dict):
             cache = tokens.get("cache") or {}
-            parsed.usage = {"input": tokens.get("input", 0), "output": tokens.get("output", 0),
-                            "cache_read": cache.get("read", 0), "cache_write": cache.get("write", 0)}
+            parsed.usage = opencode_usage(tokens, cache)
 
     def _part(self, row: dict, data: dict, parsed: Parsed) -> None:
         parsed.parent_id = row.get("message_id")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
+from ..tokens import counts
 from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
@@ -141,9 +142,10 @@ class PiWrapper(Wrapper):
         parsed.stop_reason = message.get("stopReason")
         usage = message.get("usage")
         if isinstance(usage, dict):
-            parsed.usage = {"input": usage.get("input", 0), "output": usage.get("output", 0),
-                            "cache_read": usage.get("cacheRead", 0),
-                            "cache_write": usage.get("cacheWrite", 0)}
+            # pi-ai's `input` is the uncached input already, for every provider it speaks to
+            parsed.usage = counts(input=usage.get("input", 0), output=usage.get("output", 0),
+                                  cache_read=usage.get("cacheRead", 0),
+                                  cache_write=usage.get("cacheWrite", 0))
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]

@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 
 from ..models import Parsed
+from ..tokens import KINDS
 
 
 def epoch_ms(ts) -> int | None:
@@ -23,7 +24,8 @@ def epoch_ms(ts) -> int | None:
 
 
 _STR_FIELDS = ("native_id", "parent_id", "role", "model", "msg_id", "stop_reason")
-_USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
+_USAGE_KEYS = KINDS
+OUTPUT_EXCERPT = 300  # characters of a tool's output kept beside its record, for queries
 
 
 def _int64(value) -> int | None:
@@ -52,7 +54,8 @@ def _plain_calls(parsed: Parsed) -> bool:
 
 
 def _plain_usage(usage) -> bool:
-    """Usage that _checked keeps as it is: exactly the four counts, each a 64-bit integer."""
+    """Usage that _checked keeps as it is: exactly the counts of tokens.KINDS, each a 64-bit
+    integer."""
     if usage is None:
         return True
     if type(usage) is not dict or len(usage) != len(_USAGE_KEYS):
@@ -109,7 +112,9 @@ def _count(value) -> int:
 def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw: bytes) -> tuple:
     """The log row for one native record (in `Record` field order, raw not yet encoded):
     raw bytes plus the columns dh queries on. Model and message id are kept on the row that
-    carries the call's usage; the other rows of the same message leave them empty."""
+    carries the call's usage; the other rows of the same message leave them empty. The first
+    tool call's input as JSON and the first result's opening words ride along, so that SQL
+    over the log reads them without knowing each harness's layout."""
     usage = parsed.usage
     call = parsed.tool_calls[0] if parsed.tool_calls else None
     result = parsed.tool_results[0] if parsed.tool_results else None
@@ -121,7 +126,25 @@ def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw:
                usage.get("cache_write")) if usage else (None, None, None, None)),
             epoch_ms(parsed.ts), ",".join(parsed.flags) or None,
             ("error" if result.is_error else "ok") if result else None,
-            1 if parsed.turn_start else None, search_text(parsed))
+            1 if parsed.turn_start else None,
+            *((usage.get("cache_write_1h"), usage.get("reasoning")) if usage else (None, None)),
+            _input_json(call.input) if call else None,
+            result.text[:OUTPUT_EXCERPT] if result else None, search_text(parsed))
+
+
+def _input_json(value) -> str | None:
+    """A tool call's input as JSON text (a harness that writes it as a JSON string, Codex,
+    gets the JSON it holds)."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+            return value
+        except ValueError:
+            pass
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def search_text(parsed: Parsed) -> str | None:

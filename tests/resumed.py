@@ -1,0 +1,61 @@
+"""What a log of one turn cut by a kill and resumed by dh must show (tests/e2e/
+test_resumed_turns.py on the real programs, tests/test_resumed_turns.py on their captured
+logs): one turn, the crash and the resume inside it, in `dh log show`, the HTML export, the
+OTLP trace and the `turns` and `attempts` views, and the saved amount equal to the price of
+the calls finished before the crash."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.rig import dh
+
+
+def check_resumed_log(db: Path, env: dict | None = None) -> None:
+    env = {**(env or {}), "DH_HOME": str(db.parent)}
+    listed = json.loads(dh("log", "list", "--json", env=env).stdout)
+    assert len(listed) == 1, listed
+    shown = json.loads(dh("log", "show", listed[0]["id"], "--json", env=env).stdout)
+    main = shown["sources"][0]["relpath"]
+    items = [i for i in shown["items"] if i["source"] == main]
+    kinds = [i["type"] for i in items]
+    assert kinds.count("crash") == 1 and kinds.count("resume") == 1, kinds
+    assert {i["turn"] for i in items} == {1}, [(i["type"], i["turn"]) for i in items]
+    assert [i for i in items if i["type"] == "prompt" and not i.get("resumed")
+            and not i.get("synthetic")][:1], "the user's prompt opens the turn"
+    crash_at = kinds.index("crash")
+    assert kinds.index("resume") > crash_at
+    before = [i for i in items[:crash_at] if i["type"] == "model_call"]
+    assert before, "a model call finished before the kill"
+    priced = [i["cost_usd"] for i in before if i["cost_usd"] is not None]
+    cost = shown["totals"]["cost"]
+    assert cost["crashes"] == 1
+    assert (cost["saved_usd"] or 0) == pytest.approx(sum(priced), abs=1e-6)
+    assert (items[crash_at]["saved_usd"] or 0) == pytest.approx(sum(priced), abs=1e-6)
+    check_exports(db, env, listed[0]["id"])
+    with sqlite3.connect(db) as conn:
+        turns = conn.execute("SELECT turn, crashes, resumes FROM turns WHERE source_id ="
+                             " (SELECT MIN(id) FROM sources)").fetchall()
+        attempts = conn.execute("SELECT attempt, outcome, calls_kept, turn FROM attempts"
+                                " ORDER BY attempt").fetchall()
+    assert turns == [(1, 1, 1)], turns
+    assert [a[3] for a in attempts] == [1, 1], attempts
+    assert attempts[0][1] in ("crashed", "hung") and attempts[1][2] is not None  # a resume plan
+
+
+def check_exports(db: Path, env: dict, session_id: str) -> None:
+    """The HTML export and the OTLP trace show the one turn, the crash inside it."""
+    page = db.parent / "session.html"
+    assert dh("log", "export", session_id, "--format", "html", "-o", str(page), env=env).returncode == 0
+    html = page.read_text()
+    assert html.count('id="turn-') == 1 and "crash" in html
+    otlp = dh("log", "export", session_id, "--format", "otlp", env=env).stdout
+    spans = [span for line in otlp.splitlines() for rs in json.loads(line).get("resourceSpans", [])
+             for scope in rs["scopeSpans"] for span in scope["spans"]]
+    turns = [span for span in spans if " turn " in span["name"]]
+    assert len(turns) == 1, [span["name"] for span in spans]
+    assert any("crash" in json.dumps(span) for span in spans)

@@ -1,0 +1,42 @@
+"""A turn cut by a kill and resumed by dh is one turn, on the logs dh wrote around each real
+release killed mid-turn and resumed (captured by tests/e2e/test_resumed_turns.py with
+DH_CAPTURE_RESUMED=1): Claude Code 2.1.197 and 2.1.332 (which writes "No response requested."
+before dh's continuation prompt), Codex 0.171.0, OpenCode 1.18.33, Pi 0.73.1 and 1.6.0. Each
+log was written by the dh of its capture and is read here through every later migration."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dh_cli.workspace.watch import RecordFollower
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.wrappers import get as get_wrapper
+from tests.resumed import check_resumed_log
+
+CAPTURED = sorted((Path(__file__).parent / "fixtures" / "resumed").glob("*.db"))
+
+
+def test_every_release_has_a_captured_log():
+    names = {p.stem.rsplit("-", 1)[0] for p in CAPTURED}
+    assert names == {"claude-code", "codex", "opencode", "pi"}
+    assert {"claude-code-2.1.197", "claude-code-2.1.332", "pi-0.73.1", "pi-1.6.0"} <= {p.stem for p in CAPTURED}
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_the_resumed_turn_is_one_turn_with_its_crash_inside(captured, tmp_path):
+    shutil.copy(captured, tmp_path / "dh.db")
+    check_resumed_log(tmp_path / "dh.db")
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_the_workspace_snapshots_count_the_resumed_turn_once(captured, tmp_path):
+    """The snapshot thread numbers turns as the log does: the continuation is not a turn."""
+    shutil.copy(captured, tmp_path / "dh.db")
+    world = LocalWorld(tmp_path / "dh.db")
+    (session,) = world.list_sessions()
+    follower = RecordFollower(world, get_wrapper(session["harness"]), session["id"], {})
+    follower.steps()
+    assert follower.turn == 1
