@@ -11,6 +11,7 @@ import pytest
 from tests.require import skip_if_missing
 
 from dh_cli.logviews.richtext import markdown_html
+from dh_cli.logviews.tracehtml import token_text
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
@@ -93,3 +94,10 @@ def test_the_page_reads_at_400_px_without_scrolling_sideways(answered, tmp_path)
         found = _measure(answered, width, shot)
         assert found["page"] <= found["view"] and found["wide"] == [], (width, found)
         shutil.copy(shot, ARTIFACTS / f"export-{width}px.png")  # kept for a person to look at
+
+
+def test_token_text_shows_each_kind_once():
+    """The log's kinds (tokens.py): both cache writes together, reasoning as part of output."""
+    tokens = {"input": 10, "cache_read": 13_000, "cache_write": 500, "cache_write_1h": 44,
+              "output": 50, "reasoning": 20}
+    assert token_text(tokens) == "10 in / 13,000 cache read / 544 cache write / 50 out (20 reasoning)"

@@ -19,6 +19,7 @@ import json
 from typing import Callable, Iterator
 
 from ..documents import html as docs_html
+from ..tokens import Usage
 from .timeline import CSP, html_timeline, timeline
 from .render import money
 from .richtext import code_html, highlight_css, markdown_html
@@ -145,6 +146,16 @@ def _pre(kind: str, text: str) -> str:
 
 
 # spans -------------------------------------------------------------------------------------------
+def token_text(tokens: dict | None) -> str:
+    """A call's or a session's tokens in the log's kinds (tokens.py): the uncached input, the
+    cache reads and writes, the output with its reasoning part."""
+    u = Usage.of(tokens)
+    reasoning = f" ({u.reasoning:,} reasoning)" if u.reasoning else ""
+    return (f"{u.input:,} in / {u.cache_read:,} cache read / {u.cache_write + u.cache_write_1h:,}"
+            f" cache write / {u.output:,} out{reasoning}")
+
+
+
 def _bar(span_start, span_end, start, end) -> str:
     if None in (span_start, span_end, start):
         return '<div class="track"></div>'
@@ -157,9 +168,7 @@ def _bar(span_start, span_end, start, end) -> str:
 def _model_row(turn: Span, span: Span) -> str:
     a, tokens = span.attrs, span.attrs.get("tokens") or {}
     label = f"model {a.get('model') or '?'}"
-    title = (f"{tokens.get('input', 0)} in / {tokens.get('output', 0)} out / "
-             f"{tokens.get('cache_read', 0)} cache read / {tokens.get('cache_write', 0)} cache write"
-             f" · {money(a.get('cost_usd'))}")
+    title = f"{token_text(tokens)} · {money(a.get('cost_usd'))}"
     row = (f'<div class="span model" title="{_e(title)}"><span class="label">{_e(label)}</span>'
            f'{_bar(turn.start, turn.end, span.start, span.end)}<span class="dur">{seconds(span.duration_ms)}'
            f'</span></div>\n<div class="sum indent">{_e(title)}</div>\n')
@@ -216,7 +225,7 @@ def _rows(turn: Span) -> list[tuple]:
 def _turn(turn: Span, nested: bool = False) -> str:
     models = [c for c in turn.children if c.kind == "model_call"]
     tools = [c for c in turn.children if c.kind == "tool_call"]
-    tokens = sum(sum((m.attrs.get("tokens") or {}).values()) for m in models)
+    tokens = sum(Usage.of(m.attrs.get("tokens")).total for m in models)
     costs = [m.attrs.get("cost_usd") for m in models if m.attrs.get("cost_usd") is not None]
     summary = (f"{seconds(turn.duration_ms)} · {len(models)} model call(s) · {len(tools)} tool call(s)"
                f" · {tokens:,} tokens" + (f" · {money(sum(costs))}" if costs else ""))
@@ -255,9 +264,8 @@ def _summary(view) -> str:
     return (f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
             f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
-            f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
-            f' {t.get("output", 0):,} out / {t.get("cache_read", 0):,} cache read / '
-            f'{t.get("cache_write", 0):,} cache write tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {_e(token_text(t))}'
+            f' tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
             f"<h2>Attempts</h2>\n{html_timeline(timeline(view.events))}")
 
 
