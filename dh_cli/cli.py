@@ -39,8 +39,8 @@ COMMANDS = {  # name: (module in commands/, its command function or group app)
     "import": ("mirror", "import_command"), "worker": ("worker", "worker_command"),
     "log": ("log", "app"), "doctor": ("doctor", "doctor_command"), "config": ("config", "app"),
     "world": ("world", "app"), "shim": ("shim", "app"), "demo": ("demo", "demo_command"),
-    "workspace": ("workspace", "app"), "completion": ("docs", "completion_command"),
-    "man": ("docs", "man_command"),
+    "workspace": ("workspace", "app"), "serve": ("serve", "serve_command"),
+    "completion": ("docs", "completion_command"), "man": ("docs", "man_command"),
 }
 GROUPS = tuple(name for name, (_, attr) in COMMANDS.items() if attr == "app")
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}  # the harness's args

@@ -17,6 +17,7 @@ DOCS = _gen_docs.walk(typer.main.get_command(app))
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
            "dh log trace",  # trace: needs a collector (tests/test_otel.py)
            "dh worker",  # dh worker: a long-running service
+           "dh serve",  # dh serve: a web server (tests/test_serve.py)
            "dh completion", "dh man"}  # they print a script or a page
 
 

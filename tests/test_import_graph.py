@@ -116,7 +116,7 @@ def test_every_relative_import_names_a_module_of_dh_cli():
 # Bottom to top. A top-level module of dh_cli not named here is a leaf module (errors, models,
 # paths, util, config, ...): it stands below every package and imports none.
 ORDER = ("documents", "wrappers", "worlds", "workspace", "stores", "mirror", "supervisor", "resume",
-         "logviews", "demo", "doctor", "commands", "cli", "__main__", "_gen_docs")
+         "logviews", "serve", "demo", "doctor", "commands", "cli", "__main__", "_gen_docs")
 
 # Upward imports of worlds/' team wing (lease, sync, worker, diverge), which is being split
 # behind a TeamWorld protocol on its own branch: that branch empties this set.

@@ -92,6 +92,21 @@ def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
     assert "12.2k" in run_dh("log", "list").stdout.split()  # TOKENS: 20.2k with the cache counted twice
 
 
+@needs_ccusage
+def test_pi_tokens_agree_with_ccusage(tmp_path, run_dh):
+    """Pi's own model (mock-claude) has no price anywhere: the tokens agree, and dh says the
+    calls are unpriced where ccusage says $0."""
+    home = fixture_home("pi", "basic", tmp_path)
+    assert run_dh("import", "pi", "--all", "--home", str(home)).exit_code == 0
+    done = subprocess.run([str(CCUSAGE), "pi", "session", "--json", "--offline", "--pi-path",
+                           str(home / "sessions")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    theirs, ours = json.loads(done.stdout)["totals"], dh_cost(run_dh, "--by", "session")["totals"]
+    same_tokens(ours, theirs)
+    assert ours["tokens"]["total"] == theirs["totalTokens"] > 0
+    assert ours["usd"] is None and ours["unpriced_calls"] == ours["calls"] > 0
+
+
 def test_every_harness_in_one_table(tmp_path, run_dh):
     for harness in ("claude-code", "codex", "opencode", "pi"):
         (tmp_path / harness).mkdir()

@@ -29,15 +29,23 @@ NOT_DH = [r"\bNone\b", r"\b0o[0-7]{3}\b", r"\{'", r"Value error", r"Input should
 
 
 class Terminal:
-    """A private tmux server; each view runs in a fresh window of the asked size."""
+    """A private tmux server, kept up by a session of its own (a server whose last session
+    ends exits, and the next view's new-session could meet it exiting); each view runs in a
+    fresh session of the asked size."""
 
     def __init__(self, folder: Path):
         self.socket = folder / "tmux.sock"
         self.count = 0
+        self.tmux("new-session", "-d", "-s", "keep", "sleep 3600")
 
     def tmux(self, *args) -> str:
-        return subprocess.run([TMUX, "-S", str(self.socket), "-f", "/dev/null", *args],
-                              capture_output=True, text=True, check=True, timeout=30).stdout
+        done = subprocess.run([TMUX, "-S", str(self.socket), "-f", "/dev/null", *args],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout
+
+    def close(self) -> None:
+        self.tmux("kill-server")
 
     def show(self, argv: list[str], width: int, height: int) -> tuple[str, str]:
         """(the screen as shown, the same with tmux's own wraps joined): after dh printed
@@ -88,9 +96,12 @@ VIEWS = {"status": [], "list": ["log", "list"], "show": ["log", "show", "{id}"],
 def test_the_view_fits_80_columns_and_wraps_at_words(view, crashed, tmp_path):
     argv = [a.format(id=crashed[0]) for a in VIEWS[view]]
     terminal = Terminal(tmp_path)
-    shown, joined = terminal.show(argv, 80, 24)
+    try:
+        shown, joined = terminal.show(argv, 80, 24)
+        wide, _ = terminal.show(argv, 300, 200)
+    finally:
+        terminal.close()
     assert _lines(shown) == _lines(joined), "a line longer than 80 columns: the terminal wrapped it"
-    wide, _ = terminal.show(argv, 300, 200)
     cut = _words(shown) - _words(wide)
     assert not cut, f"words cut at 80 columns: {sorted(cut)}\n{shown}"
     for pattern in NOT_DH:

@@ -107,7 +107,8 @@ def log_search(
         return
     import shutil
 
-    render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
+    render.search_hits(hits, short_prefixes(world, [h.session_id for h in hits]),
+                       shutil.get_terminal_size().columns)
 
 
 @app.command("show")

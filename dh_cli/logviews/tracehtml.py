@@ -8,8 +8,8 @@ column beside the trace. Prompts and answers are rendered Markdown and code is h
 above its bar, so a phone's 400 px reads without scrolling sideways. No scripts, and a
 Content-Security-Policy that forbids every fetch.
 
-`pages` is the library entry: a view and its turns in, whole HTML documents out; `page_body`
-and `stylesheet` are the same page for a server to put inside its own."""
+`pages` is the library entry: a view and its turns in, whole HTML documents out; `body` and
+`stylesheet` are the same page for a server to put inside its own."""
 
 from __future__ import annotations
 
@@ -244,7 +244,7 @@ def _turn(turn: Span, nested: bool = False) -> str:
 
 # pages -------------------------------------------------------------------------------------------
 def stylesheet() -> str:
-    """The page's whole CSS (a page embedding `page_body` puts it in its own <style>)."""
+    """The page's whole CSS (a page showing `body` in its own serves this beside it)."""
     return CSS + highlight_css() + docs_html.CSS + NARROW
 
 
@@ -256,7 +256,7 @@ def _head(view, page: int) -> str:
             f"<style>{stylesheet()}</style></head>\n<body>\n")
 
 
-def _summary(view) -> str:
+def _header(view) -> str:
     s, t = view.session, view.totals
     cost = t.get("cost") or {}
     saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
@@ -292,19 +292,19 @@ def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
 
 
 def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
-    body = page_body(view, turns, documents, _nav(page, more, link))
-    return (_head(view, page) + body + "</body></html>\n").encode("utf-8")
+    return (_head(view, page) + body(view, page, turns, more, link, documents)
+            + "</body></html>\n").encode("utf-8")
 
 
-def page_body(view, turns: list[Span], documents: dict | None = None, nav: str = "") -> str:
-    """What goes inside <body> for these turns: the session's summary and attempts, the trace,
-    the documents beside it (styled by `stylesheet()`); for a page of its own or another's."""
-    body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
-    trace = '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
+def body(view, page: int, turns: list[Span], more: bool, link=None, documents=None) -> str:
+    """What a page shows, without the document around it (`dh serve` draws it in its own)."""
+    nav = _nav(page, more, link)
+    trace_html = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
+    trace = '<h2>Trace</h2>\n<main id="trace">\n' + trace_html + "</main>\n"
     side = docs_html.aside(documents or {}, _calls(turns))
     if side:
         trace = f'<div class="layout"><div>{trace}</div>\n{side}</div>\n'
-    return _summary(view) + nav + trace + nav
+    return _header(view) + nav + trace + nav
 
 
 def _calls(turns: list[Span]) -> dict[str, int]:
