@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # bound by _schema() when a value is validated; the annotatio
     from annotated_types import Ge, Gt
 
 Replay = Literal["safe", "never"]
+OnLimit = Literal["wait", "stop"]
 # workspace files listed in a snapshot but never stored (workspace/scan.py Rules)
 DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
                    "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
@@ -70,8 +71,9 @@ class Settings:
     __pydantic_config__ = FORBID
 
     # each description is also the man page's line for the setting's variable (_gen_docs.py)
-    world: Literal["local", "postgres"] = _about("Default world: local or postgres.", default="local")
+    world: Literal["local", "postgres", "redis"] = _about("Default world: local, postgres or redis.", default="local")
     postgres_url: str | None = _about("URL of the PostgreSQL world (password never shown).", default=None)
+    redis_url: str | None = _about("URL of the Redis (or Valkey) world (password never shown).", default=None)
     lease_ttl: Annotated[float, Gt(0)] = _about(  # issue 15
         "Seconds a live session's holder may stay silent before another machine may take it over.",
         default=15.0)
@@ -81,6 +83,14 @@ class Settings:
         "Seconds a tool command may run on after its harness died.", default=3.0)
     continue_prompt: str = _about("The prompt dh sends when it resumes a headless session.",
                                   default="Continue from where you left off.")
+    on_limit: OnLimit = _about(
+        "When the provider refuses a turn for a usage or rate limit: wait (for its reset, then go on) or stop.",
+        default="wait")
+    limit_spacing: Annotated[float, Gt(0)] = _about(
+        "Seconds at least between two launches while waiting on a limit (doubled while it lasts, up to 900).",
+        default=60.0)
+    limit_max_wait: Annotated[float, Gt(0)] = _about(
+        "Seconds dh waits on a limit at most before it stops the session (resumable).", default=21600.0)
     restart: Restart = field(default_factory=Restart)
     replay: dict[str, Replay] = _about("Replay classes, e.g. Bash=never,Read=safe.",  # tool name (lower case) -> class
                                        default_factory=dict)
@@ -107,10 +117,14 @@ ENV_KEYS = {
     "DH_WORLD": "world",
     "DH_POSTGRES_URL": "postgres_url",
     "WORKFLOW_POSTGRES_URL": "postgres_url",
+    "DH_REDIS_URL": "redis_url",
     "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",
     "DH_CONTINUE_PROMPT": "continue_prompt",
+    "DH_ON_LIMIT": "on_limit",
+    "DH_LIMIT_SPACING": "limit_spacing",
+    "DH_LIMIT_MAX_WAIT": "limit_max_wait",
     "DH_MAX_RESTARTS": "restart.max_restarts",
     "DH_START_SECS": "restart.start_secs",
     "DH_BACKOFF_CAP": "restart.backoff_cap",

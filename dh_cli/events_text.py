@@ -40,9 +40,20 @@ def _state(d: dict) -> str:
     before the state machine had a real `from` carry the outcome instead."""
     line = f"{d.get('from') or d.get('outcome')} -> {d.get('to')}"
     why = [str(d[k]) for k in ("reason",) if d.get(k)]
-    if d.get("delay"):
+    if d.get("delay") and d.get("to") == "WAITING":
+        why.append(f"going on in {d['delay']:.0f} s")
+    elif d.get("delay"):
         why.append(f"next start in {d['delay']:g} s")
     return line + (f" ({', '.join(why)})" if why else "")
+
+
+def _limit(d: dict) -> str:
+    import time
+
+    line = f"the service refused the turn: {d.get('label')} limit ({d.get('which')})"
+    if d.get("reset_at"):
+        line += f", resets {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(d['reset_at']))}"
+    return line + f"; read from {d.get('where')}"
 
 
 def _short_argv(argv) -> str:
@@ -73,6 +84,7 @@ SUMMARIES = {
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),
+    "limit": _limit,
     "lease_lost": lambda d: f"lease in the world lost: {d.get('reason')}; not relaunching here",
     "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
     "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",

@@ -16,7 +16,8 @@ from tests.rig import dh
 
 from .conftest import fixture_home, scenarios
 from .fakes.transcripts import codex_with_cache_and_reasoning, write_streamed_turn
-from .test_cost import CCUSAGE
+from .helpers import harnesses
+from .helpers.ccusage import CCUSAGE
 
 needs_ccusage = skip_if_missing(CCUSAGE is None,  # required (CI): fail, never skip
                                 "ccusage is not installed (npm install --prefix ~/.cache/dh-e2e/ccusage"
@@ -108,7 +109,7 @@ def test_pi_tokens_agree_with_ccusage(tmp_path, run_dh):
 
 
 def test_every_harness_in_one_table(tmp_path, run_dh):
-    for harness in ("claude-code", "codex", "opencode", "pi"):
+    for harness in harnesses.ALL:
         (tmp_path / harness).mkdir()
         home = fixture_home(harness, "basic", tmp_path / harness)
         assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0

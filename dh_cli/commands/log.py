@@ -17,7 +17,7 @@ from ..redact import clean, clean_bytes, clean_view
 from ..resume.rebuild import rebuild_session
 from ..worlds.local import LocalWorld
 from ..errors import UsageError
-from ..worlds import migrations
+from ..worlds import migrations, team
 from .args import HarnessOpt, SessionArg, StateOpt
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
@@ -48,8 +48,8 @@ def log_list(
     state: StateOpt = None,
     json_: JsonOpt = False,
     show_secrets: SecretsOpt = False,
-    world: Annotated[Optional[str], typer.Option("--world", help="List the sessions of this world instead, with who holds each (postgres)")] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    world: Annotated[Optional[str], typer.Option("--world", help=f"List the sessions of this team world instead, with who holds each ({team.listed()})")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)] = None,
 ) -> None:
     """List the sessions in the log (or in a world, with holder, lease age, epoch and state).
 
@@ -63,11 +63,9 @@ def log_list(
     from ..wrappers import get
 
     if world is not None:
-        from ..worlds.listing import list_world
-        from ..worlds.sync import open_remote
+        from ..worlds.team.listing import list_world
 
-        open_remote(world, url).close()  # the world's name checked: one Error: line
-        return list_world(url, get(harness).name if harness else None, json_)
+        return list_world(world, url, get(harness).name if harness else None, json_)
     folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)
     wanted = ListFilter(get(harness).name if harness else None,
                         parse_since(since) if since else None, folder, state, limit)

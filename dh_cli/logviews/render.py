@@ -208,6 +208,8 @@ def session_tail(view: SessionView, width: int | None = None) -> None:
     line(f"tokens: {u.input} in (uncached), {u.cache_read} cache read, "
          f"{u.cache_write + u.cache_write_1h} cache write ({u.cache_write_1h} for 1 h), "
          f"{u.output} out ({u.reasoning} reasoning) over {t['model_calls']} model call(s)")
+    for resume in t.get("resumes") or []:
+        line(resume_line(resume))
     line(cost_line(t.get("cost") or {}))
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
@@ -220,8 +222,21 @@ def money(usd: float | None) -> str:
     return f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
+def tokens_k(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else str(n)
+
+
+def resume_line(r: dict) -> str:
+    """attempt 2: resume re-cached 412k tokens, $1.54 (…)."""
+    return (f"attempt {r['attempt']}: resume re-cached {tokens_k(r['recached'])} tokens, {money(r['usd'])} "
+            f"(first call: {r['uncached']} uncached, {r['cache_write_5m']} cache write 5m, "
+            f"{r['cache_write_1h']} cache write 1h, {r['cache_read']} cache read)")
+
+
 def cost_line(cost: dict) -> str:
     text = f"cost: {money(cost.get('usd'))}"
+    if cost.get("resume_usd") is not None:
+        text += f" (of it, resumes' first calls: {money(cost['resume_usd'])})"
     if cost.get("unpriced_calls"):
         text += (f" ({cost['unpriced_calls']} call(s) of a model the price table does not know:"
                  f" {', '.join(cost['unpriced_models'])})")

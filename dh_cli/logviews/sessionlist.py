@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..tokens import KINDS
 from .pricing import Pricer, calls_cost
 from ..worlds.rows import decode_raw
+from .resumecost import resume_costs, resume_total
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -38,6 +39,14 @@ def list_sessions(world, wanted: ListFilter) -> list[dict]:
     return describe(world, rows)
 
 
+def _resume_cost(world, row: dict, pricer: Pricer) -> dict:
+    """What the session's resumes re-cached (logviews/resumecost.py); read only for a session
+    with more than one attempt."""
+    resumes = resume_costs(world, row["id"], row["harness"], pricer) if (row.get("attempts") or 0) > 1 else []
+    return {"usd": resume_total(resumes), "recached": sum(r["recached"] for r in resumes),
+            "resumes": len(resumes)}
+
+
 def folder_match(cwd: str | None) -> tuple[str | None, str | None]:
     """(the folder, a LIKE pattern for the folders below it) of a `--cwd` filter."""
     cwd = cwd.rstrip("/") or "/" if cwd else None
@@ -58,6 +67,7 @@ def describe(world, rows: list[dict]) -> list[dict]:
         row["title"] = titles[row["id"]]
         row["tokens"] = call_totals(found)
         row["cost"] = calls_cost(found, pricer)["usd"]
+        row["resume_cost"] = _resume_cost(world, row, pricer)
     return rows
 
 

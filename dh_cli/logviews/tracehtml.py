@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 from ..documents import html as docs_html
 from ..tokens import Usage
 from .timeline import CSP, html_timeline, timeline
-from .render import money
+from .render import money, resume_line
 from .richtext import code_html, highlight_css, markdown_html
 from .trace import Span
 
@@ -266,7 +266,16 @@ def _header(view) -> str:
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
             f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {_e(token_text(t))}'
             f' tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f"{_resumes(t.get('resumes') or [])}"
             f"<h2>Attempts</h2>\n{html_timeline(timeline(view.events))}")
+
+
+def _resumes(resumes: list[dict]) -> str:
+    """What each resume re-cached (logviews/resumecost.py), one line an attempt."""
+    if not resumes:
+        return ""
+    rows = "".join(f"<li>{_e(resume_line(r))}</li>" for r in resumes)
+    return f'<ul class="meta" id="resumes">{rows}</ul>\n'
 
 
 def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:

@@ -1,5 +1,5 @@
-"""The team page's one door to a world (PostgreSQL, as `--world postgres` opens it): which
-machine holds which session and since when (the lease rows, through worlds/takeover.py's
+"""The team page's one door to a team world (as `--world NAME` opens it): which machine
+holds which session and since when (the leases, through worlds/team/takeover.py's
 `holdings`), the takeovers in the sessions' journals, how long ago the world last received a
 record of each machine's sessions, and, for this machine, how many of its records the world
 does not have yet. Read-only: nothing here writes to the world."""
@@ -10,14 +10,6 @@ import socket
 
 from ..redact import clean
 
-_TAKEOVERS = """
-    SELECT session_id, at, details FROM dh.events WHERE type = 'takeover' ORDER BY at DESC LIMIT 200"""
-# the newest record the world holds of each session (ms since the epoch, the records' own time)
-_LAST_RECORD = """
-    SELECT o.session_id, MAX(r.ts) FROM dh.records r JOIN dh.sources o ON o.id = r.source_id
-    GROUP BY o.session_id"""
-
-
 def open_world(name: str, url: str | None):
     from ..worlds.sync import open_remote
 
@@ -25,21 +17,19 @@ def open_world(name: str, url: str | None):
 
 
 def holdings_of(world) -> dict:
-    from ..worlds.takeover import holdings
+    from ..worlds.team.takeover import holdings
 
     return holdings(world)
 
 
 def team(world, local) -> dict:
     """{"machines", "sessions", "takeovers"} of the world, as plain masked data."""
-    import json
     import time
 
     held = holdings_of(world)
     sessions = {s.id: s for s in world.sessions()}
-    takeovers = [{"session_id": sid, "at": at, **json.loads(details or "{}")}
-                 for sid, at, details in world._rows(_TAKEOVERS)]
-    last = dict(world._rows(_LAST_RECORD))
+    takeovers = _takeovers(world, sessions)
+    last = _last_records(world)
     now_ms = time.time() * 1000
     rows = [{"id": sid, "harness": s.harness, "host": _host(held.get(sid), s),
              "holder": getattr(held.get(sid), "holder", None), "epoch": getattr(held.get(sid), "epoch", None),
@@ -49,6 +39,29 @@ def team(world, local) -> dict:
     _add_behind(machines, world, local)
     return clean({"machines": machines, "sessions": sorted(rows, key=lambda r: r["lease_age"] or 1e18),
                   "takeovers": takeovers})
+
+
+def _takeovers(world, sessions: dict) -> list[dict]:
+    """The newest 200 takeovers in the sessions' journals."""
+    from ..events import TAKEOVER
+
+    found = [{"session_id": e.session_id, "at": e.at, **e.details}
+             for sid in sessions for e in world.events(sid) if e.type == TAKEOVER]
+    return sorted(found, key=lambda t: t["at"], reverse=True)[:200]
+
+
+def _last_records(world) -> dict:
+    """The time of the newest record the world holds of each session (ms since the epoch, the
+    records' own time): the last record of each of its sources."""
+    out = {}
+    for sid, marks in world.marks().items():
+        for relpath, mark in marks.sources.items():
+            if mark.last is None:
+                continue
+            tip = world.read_records(sid, relpath, after=(mark.last[0], mark.last[1] - 1), limit=1)
+            if tip and tip[0].ts is not None:
+                out[sid] = max(out.get(sid, 0), tip[0].ts)
+    return out
 
 
 def _host(holding, session) -> str:

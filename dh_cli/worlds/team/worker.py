@@ -1,9 +1,10 @@
 """`dh worker`: takes over sessions whose machine died mid-turn (issue 15).
 
-The worker sleeps on its LISTEN connection (woken by any lease change: takeovers, new
-leases, releases) or until the next live lease would lapse, claims orphaned sessions
-(takeover.claim: SKIP LOCKED, the epoch moves to this worker) and resumes each in a child
-`dh resume S --world postgres --lease-epoch E`: the very path of a manual resume (pull, the
+The worker sleeps on the world's lease changes (protocol.py LeaseChanges: woken by any lease
+change: takeovers, new leases, releases) or until the next live lease would lapse, claims
+orphaned sessions (takeover.claim: a compare-and-set, the epoch moves to this worker) and
+resumes each in a child `dh resume S --world W --lease-epoch E` (the world's URL in the
+child's environment, never in its argv): the very path of a manual resume (pull, the
 native state rebuilt under this machine's harness home, the cut step repaired), whose
 supervisor adopts the claimed lease and replicates live.
 
@@ -28,13 +29,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
-from ..errors import WorldError
-from ..paths import dh_home
-from .fencing import LEASE_CHANNEL
+from ...errors import WorldError
+from ...paths import dh_home
 from .live_world import HAND_BACK
-from .takeover import Claim, _execute, claim, steal
+from .takeover import Claim, claim, orphans, steal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
 # An orphan left unclaimed after a claim (its row locked for a moment by a write's fence
@@ -45,6 +43,7 @@ RETRY = 1.0
 
 @dataclass
 class WorkerOptions:
+    world: str  # the team world's name (worlds/team/: the registry)
     url: str
     harnesses: list[str] | None = None
     max_sessions: int = 4
@@ -59,6 +58,7 @@ class Worker:
         self.children: dict[str, tuple[subprocess.Popen, Claim]] = {}
         self.unadopted: dict[str, int] = {}  # claimed, the child has not taken the lease yet
         self.stopping = False
+        self.changes = None  # the world's LeaseChanges, on the current connection
 
     def run(self) -> int:
         world = self._connect()  # a first failure is the user's error: one Error: line
@@ -78,14 +78,18 @@ class Worker:
                 signal.signal(sig, handler)
             os.close(wake_r)
             os.close(wake_w)
-            _close(world)
+            self._close(world)
         return 0
 
     def _connect(self):
-        from .postgres import PostgresWorld
+        from . import open_world
 
-        world = PostgresWorld(self.opts.url)
-        _execute(world, f"LISTEN {LEASE_CHANNEL}")
+        world = open_world(self.opts.world, self.opts.url)
+        try:
+            self.changes = world.lease_changes()
+        except BaseException:
+            world.close()
+            raise
         return world
 
     def _serve(self, world, wake_r: int):
@@ -100,11 +104,11 @@ class Worker:
                 self._claim_all(world)
                 self._sleep(world, wake_r)
                 failures = 0
-            except (WorldError, psycopg.Error) as exc:
+            except WorldError as exc:
                 if not failures:
                     self.opts.notice(f"dh worker: lost the world ({exc}); trying again")
                 failures += 1
-                world = _close(world)
+                world = self._close(world)
                 select.select([wake_r], [], [], min(30.0, 0.5 * 2 ** failures))
                 _drain(wake_r)
         return world or self._connect_quietly()
@@ -114,6 +118,15 @@ class Worker:
             return self._connect()
         except WorldError:
             return None
+
+    def _close(self, world):
+        if self.changes is not None:
+            try:
+                self.changes.close()
+            except Exception:  # noqa: BLE001 - on a broken connection it is gone anyway
+                pass
+            self.changes = None
+        return _close(world)
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -131,14 +144,14 @@ class Worker:
         folder = dh_home() / "worker"
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / f"{got.session_id}.log", "ab")
-        argv = [sys.executable, "-m", "dh_cli", "resume", got.session_id, "--world", "postgres",
-                "--url", self.opts.url, "--lease-epoch", str(got.epoch),
-                "--lease-ttl", str(self.opts.ttl_s), *self.opts.extra_args]
+        argv = [sys.executable, "-m", "dh_cli", "resume", got.session_id, "--world", self.opts.world,
+                "--lease-epoch", str(got.epoch), "--lease-ttl", str(self.opts.ttl_s),
+                *self.opts.extra_args]
         if got.restore:  # the child creates the cwd with the snapshot's files, then resumes
             argv += ["--cwd", got.cwd, "--workspace", "restore"]
         child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd,
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 start_new_session=True)
+                                 start_new_session=True, env=self._child_env())
         log.close()
         self.children[got.session_id] = (child, got)
         self.unadopted[got.session_id] = got.epoch
@@ -147,13 +160,17 @@ class Worker:
                          + (f"restoring its workspace into {got.cwd}" if got.restore
                             else f"resuming it in {got.cwd}"))
 
+    def _child_env(self) -> dict:
+        """The world's URL goes by the environment: argv is readable by every user (ps)."""
+        from . import world_class
+
+        return {**os.environ, world_class(self.opts.world).url_variable: self.opts.url}
+
     def _keep_unadopted(self, world) -> None:
         """Renew the leases claimed for children that have not adopted them yet: a child
         slow to start (a loaded machine) must not lose its claim to another worker."""
         for sid, epoch in list(self.unadopted.items()):
-            renewed = world._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
-                                  " AND epoch = %s AND holder_pid = %s RETURNING 1",
-                                  [sid, epoch, os.getpid()])
+            renewed = world.lease_renew(sid, epoch, os.getpid())
             if not renewed or sid not in self.children:
                 del self.unadopted[sid]
 
@@ -170,12 +187,11 @@ class Worker:
             timeout = min(timeout, RETRY)
         if self.unadopted:
             timeout = min(timeout, self.opts.ttl_s / 3)
-        ready, _, _ = select.select([world.conn.fileno(), wake_r], [], [], timeout)
+        ready, _, _ = select.select([self.changes.fileno(), wake_r], [], [], timeout)
         if wake_r in ready:
             _drain(wake_r)
-        if world.conn.fileno() in ready:
-            for _ in world.conn.notifies(timeout=0.01):
-                pass
+        if self.changes.fileno() in ready:
+            self.changes.drain()
 
     # stopping -------------------------------------------------------------------------------
     def _hand_back(self, world) -> None:
@@ -199,9 +215,7 @@ class Worker:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         for sid, epoch in taken.items():
-            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
-                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
-                        [sid, epoch, LEASE_CHANNEL])
+            world.lease_lapse(sid, epoch)
         self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
 
 
@@ -218,9 +232,7 @@ def refusal(world, candidate: Claim) -> str | None:
         return f"its working directory {cwd} does not exist on this machine (nor a folder to create it in)"
     if reason := _not_mine(parent, f"the folder {cwd} would be restored in,"):
         return reason
-    from ..workspace.store import store_for
-
-    if not store_for(world).snapshots(candidate.session_id):
+    if not world.ws_snapshot_rows(candidate.session_id):
         return (f"its working directory {cwd} does not exist on this machine, and the world holds "
                 "no workspace snapshot to restore it from")
     candidate.restore = True
@@ -240,22 +252,13 @@ def _nearest_existing(path: str) -> str:
 
 
 def orphan_left(world, harnesses: list[str] | None) -> bool:
-    from .takeover import OPEN_STATES, _EXPIRED
-
-    return bool(world._rows(
-        f"SELECT 1 FROM dh.leases l JOIN dh.sessions s ON s.id = l.session_id WHERE {_EXPIRED}"
-        " AND l.released_at IS NULL AND l.refused IS NULL AND s.state = ANY(%s)"
-        " AND (%s::text[] IS NULL OR s.harness = ANY(%s)) LIMIT 1",
-        [list(OPEN_STATES), harnesses, harnesses]))
+    return bool(orphans(world, harnesses, limit=1))
 
 
 def _next_lapse(world) -> float:
     """Seconds until the next held, open lease would lapse (then it may be claimable)."""
-    rows = world._rows("SELECT extract(epoch FROM min(heartbeat_at + make_interval(secs => ttl_s))"
-                       " - now()) FROM dh.leases WHERE released_at IS NULL AND refused IS NULL"
-                       " AND heartbeat_at + make_interval(secs => ttl_s) > now()")
-    left = rows[0][0]
-    return IDLE_WAIT if left is None else min(IDLE_WAIT, max(0.05, float(left) + 0.05))
+    lefts = [l.left for l in world.leases().values() if l.left > 0 and not l.released and not l.refused]
+    return min(IDLE_WAIT, max(0.05, min(lefts) + 0.05)) if lefts else IDLE_WAIT
 
 
 def _close(world) -> None:
