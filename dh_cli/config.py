@@ -316,4 +316,28 @@ def _config_error(key: str, problem: dict, origins: dict[str, Origin]) -> Config
         if key in _fields(Restart):
             hint = f"put {key} under [restart]"
         return ConfigError(f"unknown setting {key!r} {where}", hint=hint)
-    return ConfigError(f"bad value for {key!r} {where}: {problem['msg']}", hint=hint)
+    return ConfigError(f"bad value for {key!r} {where}: {problem_text(problem)}", hint=hint)
+
+
+def problem_text(problem: dict) -> str:
+    """One of pydantic's validation problems (an item of `errors()`) in dh's words: what the
+    value must be, never pydantic's "Input should be" or "Value error," prefix."""
+    kind, ctx = problem.get("type", ""), problem.get("ctx") or {}
+    if kind == "value_error" and ctx.get("error") is not None:
+        return str(ctx["error"])
+    limits = {"greater_than": "more than {gt}", "greater_than_equal": "at least {ge}",
+              "less_than": "less than {lt}", "less_than_equal": "at most {le}"}
+    if kind in limits:
+        return "must be " + limits[kind].format(**{k: _plain(v) for k, v in ctx.items()})
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', '')}".replace("'", "")
+    named = {"int": "a whole number", "float": "a number", "bool": "true or false",
+             "string": "text", "list": "a list", "dict": "a table of settings"}
+    for prefix, what in named.items():
+        if kind.startswith(prefix + "_"):
+            return f"must be {what}"
+    return str(problem.get("msg", "bad value")).removeprefix("Value error, ")
+
+
+def _plain(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

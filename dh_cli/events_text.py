@@ -3,6 +3,7 @@ by `dh log show` and `--follow`. The JSON output keeps the raw details."""
 
 from __future__ import annotations
 
+import json
 import signal
 
 
@@ -76,7 +77,7 @@ SUMMARIES = {
     "resume_plan": lambda d: (f"resuming with: {_short_argv(d.get('argv'))} ({d.get('kept', 0)} finished "
                               f"call(s) kept)") if d.get("mode") == "resume"
                              else f"relaunching the original command ({d.get('why')})",
-    "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({d.get('tool')}, replay {d.get('replay')})",
+    "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({_joined(d.get('tool'), d.get('replay') and 'replay ' + str(d['replay']))})",
     "repaired": lambda d: f"told the model about {d.get('call_id')}: {d.get('text', '')[:100]}",
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
     "unlogged_tool": lambda d: f"a command ran with no call in the session: {str(d.get('command', ''))[:80]}",
@@ -98,9 +99,20 @@ SUMMARIES = {
 }
 
 
+def _joined(*facts) -> str:
+    return ", ".join(str(f) for f in facts if f) or "-"
+
+
 def summary(event_type: str, details: dict) -> str:
     make = SUMMARIES.get(event_type)
     try:
-        return make(details) if make else f"{event_type} {details}"
+        return make(details) if make else _plain(event_type, details)
     except (KeyError, TypeError, ValueError):
-        return f"{event_type} {details}"
+        return _plain(event_type, details)
+
+
+def _plain(event_type: str, details: dict) -> str:
+    """An event no summary knows, as `type key=value ...` (JSON values, never a Python repr)."""
+    facts = " ".join(f"{key}={json.dumps(value, ensure_ascii=False, default=str)}"
+                     for key, value in (details or {}).items())
+    return f"{event_type} {facts}".rstrip()

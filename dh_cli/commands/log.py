@@ -18,6 +18,7 @@ from ..resume.rebuild import rebuild_session
 from ..worlds.local import LocalWorld
 from ..errors import UsageError
 from ..worlds import migrations, team
+from .args import HarnessOpt, SessionArg, StateOpt
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
 
@@ -39,12 +40,12 @@ SecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Show what look
 
 @app.command("list")
 def log_list(
-    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    harness: HarnessOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Show at most this many (the most recent)", min=1)] = None,
     since: Annotated[Optional[str], typer.Option(help="Only sessions active since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Only sessions started in this folder or below it")] = None,
     here: Annotated[bool, typer.Option("--here", help="Only sessions started in the current folder or below it")] = False,
-    state: Annotated[Optional[str], typer.Option(help="Only sessions in this state (e.g. finished, crashed, imported)")] = None,
+    state: StateOpt = None,
     json_: JsonOpt = False,
     show_secrets: SecretsOpt = False,
     world: Annotated[Optional[str], typer.Option("--world", help=f"List the sessions of this team world instead, with who holds each ({team.listed()})")] = None,
@@ -82,7 +83,7 @@ def log_list(
 @app.command("search")
 def log_search(
     text: Annotated[str, typer.Argument(help="Words to find (every one must occur)")],
-    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    harness: HarnessOpt = None,
     since: Annotated[Optional[str], typer.Option(help="Only records since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many hits", min=1)] = 50,
     json_: JsonOpt = False,
@@ -110,7 +111,7 @@ def log_search(
 
 @app.command("show")
 def log_show(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     json_: JsonOpt = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
@@ -153,10 +154,11 @@ def log_show(
             **{k: v for k, v in view.to_dict().items() if k != "items"},
             "workspace": clean([s.to_dict() for s in snaps], show_secrets)})
         return
+    width = output.terminal_width()
     with output.pager(not no_pager):
-        render.session_head(view)
-        render.session_items(items)
-        render.session_tail(view)
+        render.session_head(view, width)
+        render.session_items(items, width)
+        render.session_tail(view, width)
 
 
 def _cleaned(records, show_secrets: bool, terminal: bool):
@@ -178,7 +180,7 @@ def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> 
 
 @app.command("docs")
 def log_docs(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     json_: JsonOpt = False,
 ) -> None:
     """Show a session's documents (todo list, plan, tasks) and every edit that made them.
@@ -202,7 +204,7 @@ def log_docs(
 
 @app.command("export")
 def log_export(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages), jsonl (the native records) or otlp (OpenTelemetry traces as OTLP/JSON lines)")] = ExportFormat.md,
     out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout; an HTML export of many turns also writes NAME-2.html, NAME-3.html ... next to it")] = None,
     page: Annotated[int, typer.Option("--page", help="With html to stdout: which page to print", min=1)] = 1,
@@ -265,7 +267,7 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
 
 @app.command("trace")
 def log_trace(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     endpoint: Annotated[str, typer.Option("--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces (Phoenix) or http://127.0.0.1:4318/v1/traces (a collector)")],
     header: Annotated[Optional[list[str]], typer.Option("--header", help="An HTTP header for the endpoint, NAME=VALUE (repeatable)")] = None,
     json_: JsonOpt = False,
@@ -299,7 +301,7 @@ def _header(text: str) -> tuple[str, str]:
 
 @app.command("rebuild")
 def log_rebuild(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     to: Annotated[Optional[Path], typer.Option("--to", help="Write under this folder instead of the harness home")] = None,
     force: Annotated[bool, typer.Option(help="Replace existing files that differ from the log")] = False,
     json_: JsonOpt = False,
@@ -325,7 +327,7 @@ def log_rebuild(
 
 @app.command("rm")
 def log_rm(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when not on a terminal)")] = False,
     json_: JsonOpt = False,
 ) -> None:

@@ -17,12 +17,13 @@ from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
 from ..worlds import team
 from ..worlds.local import LocalWorld
+from .args import HarnessArg, SessionArg
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
 GraceOpt = Annotated[Optional[float], typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died (default 3, or the config file)")]
 ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
-WorldOpt = Annotated[Optional[str], typer.Option("--world", help=f"Replicate the session live to this team world and hold its lease there: {team.listed()} (default: the config's world, DH_WORLD, or WORKFLOW_TARGET_WORLD=@workflow/world-postgres)")]
+WorldOpt = Annotated[Optional[str], typer.Option("--world", help=f"Replicate the session live to this team world and hold its lease there: {team.listed()} (default: the config's world, DH_WORLD, or $WORKFLOW_TARGET_WORLD set to @workflow/world-postgres)")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
@@ -59,7 +60,7 @@ def _link(settings, world, url, ttl, lease, adopt_epoch):
 
 
 def run_command(
-    harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
+    harness: HarnessArg,
     args: Annotated[Optional[list[str]], typer.Argument(help="The harness's own arguments, after --")] = None,
     stall_timeout: StallOpt = None,
     max_restarts: RestartsOpt = None,
@@ -87,7 +88,7 @@ def run_command(
 
 
 def resume_command(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     prompt: PromptOpt = None,
     no_supervise: Annotated[bool, typer.Option("--no-supervise", help="Resume once; do not restart it if it crashes again")] = False,
     stall_timeout: StallOpt = None,

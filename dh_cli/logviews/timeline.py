@@ -32,7 +32,7 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     if kind == LAUNCH:
         return {"kind": "attempt", "label": f"attempt {event['attempt'] or len(marks) + 1}"}
     if kind == EXITED:
-        return _exit_mark(d)
+        return exit_mark(d)
     if kind == STATE:
         return _state_mark(d, marks)
     if kind == REPAIRED or (kind == REPAIR and d.get("call_id") not in repaired):
@@ -49,7 +49,7 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     return None
 
 
-def _exit_mark(d: dict) -> dict:
+def exit_mark(d: dict) -> dict:
     if d.get("user_signal"):
         return {"kind": "stop", "label": f"stopped by the user (signal {d['user_signal']})"}
     if d.get("signal"):

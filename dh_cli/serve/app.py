@@ -181,7 +181,6 @@ async def _static(request: Request) -> Response:
 
 async def _trace_css(request: Request) -> Response:
     """The HTML export's own styles (one renderer, one look), served as a file."""
-    from ..documents.html import CSS as DOCS_CSS
-    from ..logviews.tracehtml import CSS
+    from ..logviews.tracehtml import stylesheet
 
-    return Response(CSS + DOCS_CSS, media_type="text/css", headers={"cache-control": "no-cache"})
+    return Response(stylesheet(), media_type="text/css", headers={"cache-control": "no-cache"})
