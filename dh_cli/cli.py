@@ -39,7 +39,8 @@ COMMANDS = {  # name: (module in commands/, its command function or group app)
     "import": ("mirror", "import_command"), "worker": ("worker", "worker_command"),
     "log": ("log", "app"), "doctor": ("doctor", "doctor_command"), "config": ("config", "app"),
     "world": ("world", "app"), "shim": ("shim", "app"), "demo": ("demo", "demo_command"),
-    "workspace": ("workspace", "app"),
+    "workspace": ("workspace", "app"), "serve": ("serve", "serve_command"),
+    "completion": ("docs", "completion_command"), "man": ("docs", "man_command"),
 }
 GROUPS = tuple(name for name, (_, attr) in COMMANDS.items() if attr == "app")
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}  # the harness's args
@@ -81,12 +82,12 @@ def __getattr__(name: str):
 
 def app_for(argv: list[str]) -> typer.Typer:
     """The app one invocation needs: its command alone when the first word names one; the
-    whole CLI for root options (--help, --version, completion), `dh` alone or a typo."""
+    whole CLI for root options (--help, --version, completion), `dh` alone, `dh man` or a typo."""
     if "app" in globals():
         return globals()["app"]  # built (and maybe extended) already: a test's own command
     word = argv[0] if argv else None
-    return build_app(word) if word in COMMANDS and not os.environ.get("_DH_COMPLETE") else \
-        __getattr__("app")
+    alone = word in COMMANDS and word != "man"  # `dh man` reads every command's help
+    return build_app(word) if alone and not os.environ.get("_DH_COMPLETE") else __getattr__("app")
 
 
 def _version(value: bool) -> None:

@@ -36,7 +36,25 @@ class PlainParam:
             return list(value)
         if self.built is None:
             self.built = _coercion.build_runtime_param(self.descriptor)
-        return self.built.coerce(value, param=param, ctx=ctx)
+        try:
+            return self.built.coerce(value, param=param, ctx=ctx)
+        except _coercion.UsageError as exc:
+            raise _in_dh_words(exc) from None
+
+
+def _in_dh_words(exc):
+    """typer's usage error with pydantic's wording ("Input should be", "Value error,") in
+    dh's (config.problem_text), keeping its kind (a bad parameter stays one)."""
+    from pydantic import ValidationError
+
+    from .config import problem_text
+
+    cause = exc.__cause__
+    while cause is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__
+    if cause is not None and cause.errors():
+        exc.message = problem_text(cause.errors()[0])
+    return exc
 
 
 def _plain_kind(descriptor) -> tuple[bool, bool]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # bound by _schema() when a value is validated; the annotatio
     from annotated_types import Ge, Gt
 
 Replay = Literal["safe", "never"]
+OnLimit = Literal["wait", "stop"]
 # workspace files listed in a snapshot but never stored (workspace/scan.py Rules)
 DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
                    "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
@@ -71,8 +72,9 @@ class Settings:
     __pydantic_config__ = FORBID
 
     # each description is also the man page's line for the setting's variable (_gen_docs.py)
-    world: Literal["local", "postgres"] = _about("Default world: local or postgres.", default="local")
+    world: Literal["local", "postgres", "redis"] = _about("Default world: local, postgres or redis.", default="local")
     postgres_url: str | None = _about("URL of the PostgreSQL world (password never shown).", default=None)
+    redis_url: str | None = _about("URL of the Redis (or Valkey) world (password never shown).", default=None)
     lease_ttl: Annotated[float, Gt(0)] = _about(  # issue 15
         "Seconds a live session's holder may stay silent before another machine may take it over.",
         default=15.0)
@@ -82,6 +84,14 @@ class Settings:
         "Seconds a tool command may run on after its harness died.", default=3.0)
     continue_prompt: str = _about("The prompt dh sends when it resumes a headless session.",
                                   default="Continue from where you left off.")
+    on_limit: OnLimit = _about(
+        "When the provider refuses a turn for a usage or rate limit: wait (for its reset, then go on) or stop.",
+        default="wait")
+    limit_spacing: Annotated[float, Gt(0)] = _about(
+        "Seconds at least between two launches while waiting on a limit (doubled while it lasts, up to 900).",
+        default=60.0)
+    limit_max_wait: Annotated[float, Gt(0)] = _about(
+        "Seconds dh waits on a limit at most before it stops the session (resumable).", default=21600.0)
     restart: Restart = field(default_factory=Restart)
     replay: dict[str, Replay] = _about("Replay classes, e.g. Bash=never,Read=safe.",  # tool name (lower case) -> class
                                        default_factory=dict)
@@ -114,10 +124,14 @@ ENV_KEYS = {
     "DH_WORLD": "world",
     "DH_POSTGRES_URL": "postgres_url",
     "WORKFLOW_POSTGRES_URL": "postgres_url",
+    "DH_REDIS_URL": "redis_url",
     "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",
     "DH_CONTINUE_PROMPT": "continue_prompt",
+    "DH_ON_LIMIT": "on_limit",
+    "DH_LIMIT_SPACING": "limit_spacing",
+    "DH_LIMIT_MAX_WAIT": "limit_max_wait",
     "DH_MAX_RESTARTS": "restart.max_restarts",
     "DH_START_SECS": "restart.start_secs",
     "DH_BACKOFF_CAP": "restart.backoff_cap",
@@ -315,4 +329,28 @@ def _config_error(key: str, problem: dict, origins: dict[str, Origin]) -> Config
         if key in _fields(Restart):
             hint = f"put {key} under [restart]"
         return ConfigError(f"unknown setting {key!r} {where}", hint=hint)
-    return ConfigError(f"bad value for {key!r} {where}: {problem['msg']}", hint=hint)
+    return ConfigError(f"bad value for {key!r} {where}: {problem_text(problem)}", hint=hint)
+
+
+def problem_text(problem: dict) -> str:
+    """One of pydantic's validation problems (an item of `errors()`) in dh's words: what the
+    value must be, never pydantic's "Input should be" or "Value error," prefix."""
+    kind, ctx = problem.get("type", ""), problem.get("ctx") or {}
+    if kind == "value_error" and ctx.get("error") is not None:
+        return str(ctx["error"])
+    limits = {"greater_than": "more than {gt}", "greater_than_equal": "at least {ge}",
+              "less_than": "less than {lt}", "less_than_equal": "at most {le}"}
+    if kind in limits:
+        return "must be " + limits[kind].format(**{k: _plain(v) for k, v in ctx.items()})
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', '')}".replace("'", "")
+    named = {"int": "a whole number", "float": "a number", "bool": "true or false",
+             "string": "text", "list": "a list", "dict": "a table of settings"}
+    for prefix, what in named.items():
+        if kind.startswith(prefix + "_"):
+            return f"must be {what}"
+    return str(problem.get("msg", "bad value")).removeprefix("Value error, ")
+
+
+def _plain(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

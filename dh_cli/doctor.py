@@ -166,20 +166,25 @@ def check_private(db: Path) -> Check:
     if not db.exists():
         return Check("log privacy", "skip", "no log yet", {"path": str(db)})
     file_mode, dir_mode = _mode(db), _mode(db.parent)
-    details = {"path": str(db), "file_mode": oct(file_mode), "folder_mode": oct(dir_mode)}
+    details = {"path": str(db), "file_mode": _octal(file_mode), "folder_mode": _octal(dir_mode)}
     problems = []
     if file_mode & 0o077:
-        problems.append(f"{db} is {oct(file_mode)} (want 0o600)")
+        problems.append(f"{db} is {_octal(file_mode)} (want 0600)")
     if dir_mode & 0o077:
-        problems.append(f"{db.parent} is {oct(dir_mode)} (want 0o700)")
+        problems.append(f"{db.parent} is {_octal(dir_mode)} (want 0700)")
     if problems:
         details["fix"] = f"chmod 600 {db} && chmod 700 {db.parent}"
         return Check("log privacy", "fail", "; ".join(problems), details)
-    return Check("log privacy", "ok", f"{db} is 0o600 in a 0o700 folder", details)
+    return Check("log privacy", "ok", f"{db} is 0600 in a 0700 folder", details)
 
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
+
+
+def _octal(mode: int) -> str:
+    """A mode as chmod and ls write it: 0600, not Python's 0o600."""
+    return f"{mode:04o}"
 
 
 # config and worlds --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ RESUME = "resume"
 RESUME_PLAN = "resume_plan"
 RESUME_SKIPPED = "resume_skipped"
 LEASE_LOST = "lease_lost"
+LIMIT = "limit"
 # written outside the supervisor (by resume/, mirror/, worlds/, versions.py, documents/, workspace/)
 REPAIR, REPAIRED, REPAIR_SKIPPED, UNLOGGED_TOOL = "repair", "repaired", "repair_skipped", "unlogged_tool"
 REBUILT, MOVED, SOURCE_MOVED, TAKEOVER = "rebuilt", "moved", "source_moved", "takeover"
@@ -30,8 +31,8 @@ LOG_WRITE_FAILED, DOCUMENTS_RESTORED = "log_write_failed", "documents_restored"
 UNTRIED_VERSION, WORKSPACE = "untried_version", "workspace"
 
 TYPES = (RUN, LAUNCH, LAUNCHED, EXITED, STATE, STALL, LINGER, RESUME, RESUME_PLAN, RESUME_SKIPPED,
-         LEASE_LOST, REPAIR, REPAIRED, REPAIR_SKIPPED, UNLOGGED_TOOL, REBUILT, MOVED, SOURCE_MOVED,
-         TAKEOVER, SOURCE_REWRITTEN, SOURCE_DELETED, SOURCE_BACK, SOURCE_UNREADABLE,
+         LEASE_LOST, LIMIT, REPAIR, REPAIRED, REPAIR_SKIPPED, UNLOGGED_TOOL, REBUILT, MOVED,
+         SOURCE_MOVED, TAKEOVER, SOURCE_REWRITTEN, SOURCE_DELETED, SOURCE_BACK, SOURCE_UNREADABLE,
          LOG_WRITE_FAILED, DOCUMENTS_RESTORED, UNTRIED_VERSION, WORKSPACE)
 
 
@@ -104,6 +105,13 @@ def resume_skipped(by: str, why: str) -> Event:
 
 def lease_lost(reason: str) -> Event:
     return Event(LEASE_LOST, {"reason": reason})
+
+
+def limit(which: str, label: str, reset_at: float | None, where: str, text: str, **more) -> Event:
+    """The service refused the turn for a limit (wrappers/limits.py Limit): which one, when
+    it resets if the harness said (epoch seconds), where dh read it, the harness's words."""
+    return Event(LIMIT, {"which": which, "label": label, "reset_at": reset_at, "where": where,
+                         "text": text, **more})
 
 
 # written outside the supervisor -------------------------------------------------------------

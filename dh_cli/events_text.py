@@ -3,6 +3,7 @@ by `dh log show` and `--follow`. The JSON output keeps the raw details."""
 
 from __future__ import annotations
 
+import json
 import signal
 
 
@@ -39,9 +40,20 @@ def _state(d: dict) -> str:
     before the state machine had a real `from` carry the outcome instead."""
     line = f"{d.get('from') or d.get('outcome')} -> {d.get('to')}"
     why = [str(d[k]) for k in ("reason",) if d.get(k)]
-    if d.get("delay"):
+    if d.get("delay") and d.get("to") == "WAITING":
+        why.append(f"going on in {d['delay']:.0f} s")
+    elif d.get("delay"):
         why.append(f"next start in {d['delay']:g} s")
     return line + (f" ({', '.join(why)})" if why else "")
+
+
+def _limit(d: dict) -> str:
+    import time
+
+    line = f"the service refused the turn: {d.get('label')} limit ({d.get('which')})"
+    if d.get("reset_at"):
+        line += f", resets {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(d['reset_at']))}"
+    return line + f"; read from {d.get('where')}"
 
 
 def _short_argv(argv) -> str:
@@ -65,13 +77,14 @@ SUMMARIES = {
     "resume_plan": lambda d: (f"resuming with: {_short_argv(d.get('argv'))} ({d.get('kept', 0)} finished "
                               f"call(s) kept)") if d.get("mode") == "resume"
                              else f"relaunching the original command ({d.get('why')})",
-    "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({d.get('tool')}, replay {d.get('replay')})",
+    "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({_joined(d.get('tool'), d.get('replay') and 'replay ' + str(d['replay']))})",
     "repaired": lambda d: f"told the model about {d.get('call_id')}: {d.get('text', '')[:100]}",
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
     "unlogged_tool": lambda d: f"a command ran with no call in the session: {str(d.get('command', ''))[:80]}",
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),
+    "limit": _limit,
     "lease_lost": lambda d: f"lease in the world lost: {d.get('reason')}; not relaunching here",
     "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
     "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",
@@ -86,9 +99,20 @@ SUMMARIES = {
 }
 
 
+def _joined(*facts) -> str:
+    return ", ".join(str(f) for f in facts if f) or "-"
+
+
 def summary(event_type: str, details: dict) -> str:
     make = SUMMARIES.get(event_type)
     try:
-        return make(details) if make else f"{event_type} {details}"
+        return make(details) if make else _plain(event_type, details)
     except (KeyError, TypeError, ValueError):
-        return f"{event_type} {details}"
+        return _plain(event_type, details)
+
+
+def _plain(event_type: str, details: dict) -> str:
+    """An event no summary knows, as `type key=value ...` (JSON values, never a Python repr)."""
+    facts = " ".join(f"{key}={json.dumps(value, ensure_ascii=False, default=str)}"
+                     for key, value in (details or {}).items())
+    return f"{event_type} {facts}".rstrip()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .paths import SAFE_ID
 
-LIVE_STATES = {"starting", "running"}
+LIVE_STATES = {"starting", "running", "waiting"}  # waiting: on a provider's limit (supervisor/states.py)
 STARTING_GRACE = 30.0  # seconds between `starting` and the lock (a busy log can delay it)
 
 

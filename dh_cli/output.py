@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import textwrap
 from contextlib import contextmanager
 from typing import Iterable
 
@@ -32,6 +34,14 @@ def __getattr__(name: str):
 
 def is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def terminal_width() -> int | None:
+    """The columns of the terminal stdout is, or None when it is not one (a pipe, a file:
+    lines are then not wrapped)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if is_terminal() else None
 
 
 def shown(value, show_secrets: bool = False):
@@ -139,3 +149,31 @@ def pager(wanted: bool = True):
         except BrokenPipeError:
             pass
         proc.wait()
+
+
+def fitted(text: str, width: int | None) -> str:
+    """text wrapped at words to `width` columns (None: as it is), each continuation indented
+    under the line's own indent plus four."""
+    if not width or (len(text) <= width and "\n" not in text):
+        return text
+    return "\n".join(_wrap(part, width) for part in text.split("\n"))
+
+
+def _wrap(part: str, width: int) -> str:
+    if len(part) <= width:
+        return part
+    indent = " " * min(width // 2, len(part) - len(part.lstrip(" ")) + 4)
+    wrapper = _PathWrapper(width, subsequent_indent=indent, break_on_hyphens=False,
+                           replace_whitespace=False)
+    return "\n".join(wrapper.wrap(part)) or part
+
+
+class _PathWrapper(textwrap.TextWrapper):
+    """Wraps at spaces, and inside a word too long for a line after each '/' (a path breaks
+    between its folders, as a hyphenated word breaks after a hyphen)."""
+
+    def _split(self, text: str) -> list[str]:
+        chunks = []
+        for chunk in super()._split(text):
+            chunks += [c for c in re.split(r"(?<=/)", chunk) if c] if len(chunk) > self.width // 2 else [chunk]
+        return chunks

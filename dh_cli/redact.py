@@ -44,6 +44,7 @@ _KEYWORDS = {
 }
 _ANY = re.compile(b"|".join(re.escape(k.encode()) for keys in _KEYWORDS.values() for k in keys)
                   .replace(b"token", b"token(?!s)"))  # input_tokens, in every usage record, is no secret
+_ANY_TEXT = re.compile(_ANY.pattern.decode())  # the same test on text: most values hold no keyword
 _FAMILIES = {
     "pem": lambda t: _PEM.sub(lambda m: f"-----BEGIN {m[1]}PRIVATE KEY-----{MASK}-----END {m[1]}PRIVATE KEY-----", t),
     "prefixed": lambda t: _PREFIXED.sub(lambda m: m[1] + MASK, t),
@@ -73,6 +74,8 @@ def mask(text: str) -> str:
     if not text:
         return text
     low = text.lower()
+    if not _ANY_TEXT.search(low):  # 10,008 sessions listed: 2.5 s of masking without this
+        return text
     for family, substitute in _FAMILIES.items():  # in this order: a PEM block before its words
         if any(key in low for key in _KEYWORDS[family]):
             text = substitute(text)

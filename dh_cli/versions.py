@@ -139,6 +139,9 @@ def note_version(world, session, wrapper, argv: list[str], env: dict, notice) ->
     if version is None:
         return None
     if session.harness_version != version:
+        if session.harness_version:  # a new release sends a new prompt prefix: the cache is lost
+            notice(f"dh: resuming with {wrapper.name} {version}; the session ran on {session.harness_version} "
+                   "until now (a new release changes the prompt, so the provider's cache starts over)")
         world.update_session(session.id, harness_version=version)
     if in_tried_range(wrapper, version):
         return version

@@ -273,15 +273,3 @@ def fill_log(db_path, total: int) -> dict[str, int]:
     world.close()
     return per_session
 
-
-def lease_epoch(url: str, sid: str) -> int | None:
-    """The session's lease epoch in the PostgreSQL world at url (None before any lease): one
-    for the first run's, one more at each claim, so a takeover shows as epoch 2."""
-    from dh_cli.worlds.postgres import PostgresWorld
-
-    world = PostgresWorld(url)
-    try:
-        rows = world._rows("SELECT epoch FROM dh.leases WHERE session_id = %s", [sid])
-        return rows[0][0] if rows else None
-    finally:
-        world.close()

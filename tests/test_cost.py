@@ -19,6 +19,7 @@ from dh_cli.wrappers.codex import codex_usage
 
 from .conftest import FIXTURES, fixture_home, scenarios
 from .fakes.transcripts import write_claude_transcript, write_streamed_turn
+from .helpers.ccusage import CCUSAGE
 
 # Published per-million-token prices of claude-opus-4-8 (the model of every Claude Code fixture):
 # input $5, output $25, cache read $0.50, cache write (5 min) $6.25 -- the figures in
@@ -28,9 +29,6 @@ from .fakes.transcripts import write_claude_transcript, write_streamed_turn
 # same as dh), and the ones behind Claude Code's own `total_cost_usd` in the fixtures' result
 # lines ($0.0007 for basic: 40 in x $5 + 20 out x $25 per million).
 OPUS = {"input": 5, "output": 25, "cache_read": 0.5, "cache_write": 6.25}
-CCUSAGE = next(iter(p for p in [os.environ.get("DH_CCUSAGE"),
-                                Path.home() / ".cache/dh-e2e/ccusage/node_modules/.bin/ccusage"]
-                    if p and Path(p).exists()), None)
 
 
 def native_usage(home: Path) -> list[dict]:

@@ -12,11 +12,13 @@ from dh_cli.cli import app
 
 from .conftest import fixture_home
 
-DOCS = _gen_docs.walk(app)
+DOCS = _gen_docs.walk(typer.main.get_command(app))
 # Commands that act rather than report: they have no --json.
 ACTIONS = {"dh run", "dh resume", "dh log export", "dh demo", "dh workspace restore",
            "dh log trace",  # trace: needs a collector (tests/test_otel.py)
-           "dh worker"}  # dh worker: a long-running service
+           "dh worker",  # dh worker: a long-running service
+           "dh serve",  # dh serve: a web server (tests/test_serve.py)
+           "dh completion", "dh man"}  # they print a script or a page
 
 
 def test_checked_in_docs_are_byte_identical_to_a_fresh_generation(tmp_path):

@@ -13,9 +13,7 @@ from dh_cli import events
 ROOT = Path(__file__).resolve().parent.parent / "dh_cli"
 OWN = ("events.py", "events_text.py")
 
-# worlds/takeover.py is being rewritten against the team-world protocol on its own branch,
-# which takes events.takeover in place of its literal and empties this set.
-TEMPORARY_TEAM_WING = {"worlds/takeover.py"}
+TEMPORARY_TEAM_WING: set[str] = set()
 
 
 def _literal(node: ast.AST | None) -> str | None:

@@ -1,6 +1,7 @@
 """`dh log export`: Markdown, a self-contained HTML page checked in a real headless browser
 (Debian chromium), and the native records byte-exact."""
 
+import html
 import json
 import re
 import shutil
@@ -77,9 +78,10 @@ def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn
     assert order == ["model", "tool", "crash", "resume", "model", "tool", "model", "tool", "model"]
     assert "✗ crash: SIGKILL (attempt 1 — $0.0002 of finished calls kept)" in body.replace("</div>", "")\
         or "crash: SIGKILL" in body
-    assert '<div class="msg user">Create the files.</div>' in dom
+    assert '<div class="msg user md"><p>Create the files.</p>\n</div>' in dom
     assert dom.count('<details class="tool"') == 3
-    assert '<pre class="command">$ echo step0 &gt;&gt; steps.log</pre>' in dom  # a command, as one
+    commands = re.findall(r'<pre class="command hl">(.*?)</pre>', dom, re.S)
+    assert html.unescape(re.sub("<[^>]+>", "", commands[0])) == "$ echo step0 >> steps.log"
     assert re.search(r'class="span model".*?<span class="dur">\d+ ms</span>', dom, re.S)  # durations
 
 

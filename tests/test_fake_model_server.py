@@ -428,3 +428,32 @@ def test_separate_process_mode(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
+
+
+# ------------------------------------------------------------------ limit windows
+
+
+@pytest.mark.parametrize("style", ["anthropic", "openai", "usage"])
+def test_a_limit_window_refuses_from_the_nth_main_request_then_answers(style):
+    with FakeModelServer(SCRIPT) as server:
+        server.limit_window(style, 1.5, from_request=2)
+        first, _ = post(server, "/v1/messages", anthropic_body(0))
+        refused, data = post(server, "/v1/messages", anthropic_body(1))
+        side, _ = post(server, "/v1/messages", {**anthropic_body(0), "tools": []})
+        assert (first.status, refused.status, side.status) == (200, 429, 429)
+        body = json.loads(data)
+        if style == "anthropic":
+            assert refused.getheader("anthropic-ratelimit-unified-status") == "rejected"
+            reset = int(refused.getheader("anthropic-ratelimit-unified-reset"))
+            assert 0 < reset - time.time() <= 3 and int(refused.getheader("retry-after")) <= 2
+            assert body["error"]["type"] == "rate_limit_error"
+        elif style == "openai":
+            assert body["error"]["code"] == "rate_limit_exceeded" and refused.getheader("retry-after")
+        else:
+            assert body["error"]["type"] == "usage_limit_reached"
+            assert 0 < body["error"]["resets_at"] - time.time() <= 3 and body["error"]["resets_in_seconds"] <= 2
+        server.wait_for(lambda log: not server._limit.refuses(99, time.time()), timeout=5)
+        again, _ = post(server, "/v1/messages", anthropic_body(1))
+        assert again.status == 200
+        assert len(server.refused()) == 2
+        assert server.completed_counts() == {0: 1, 1: 1}  # a refusal is never a delivery

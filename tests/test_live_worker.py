@@ -1,7 +1,7 @@
 """`dh worker`'s edges against a real PostgreSQL (issue 15, and issue 16's worker path):
 a missing cwd restored from the world's workspace snapshot (refused without one), a resume
-that fails before its supervisor starts (the session stays open, its lease refused with the
-reason), and the private server of a killed test run (stopped by its watchdog)."""
+that fails before its supervisor starts because this machine lacks the harness (the session
+stays open and unrefused, for another worker), and the private server of a killed test run (stopped by its watchdog)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli import events
+
 from . import pg
 from .live_leftovers import nothing_left  # noqa: F401  (fixture)
 from .pg import pg_url  # noqa: F401  (fixture)
 from .rig import Rig
-from .test_live_world import (TTL, _err, _harness_pid, _kill_group, _popen, _replicated, _rigs,
-                              _run_live, _stalled, _wait, _world)
-from .test_live_world import server  # noqa: F401  (fixture)
+from .helpers.live_world import server  # noqa: F401  (fixture)
+from .helpers.live_world import (TTL, harness_pid, kill_group, replicated, rigs, run_live, stalled,
+                                 start_worker, stderr_of, wait)
+from .helpers.team_worlds import Team, redis_url, team  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("nothing_left")]
+pytestmark = [pytest.mark.usefixtures("nothing_left")]
 
 
 KILLED_RUN = """
@@ -35,6 +38,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.postgres
 def test_the_private_server_stops_when_the_test_run_is_killed(tmp_path):
     """A test run killed outright (SIGKILL, or `timeout`'s SIGTERM: atexit never runs) does
     not leave its private PostgreSQL behind: the watchdog tests/pg.py starts beside it stops
@@ -49,54 +53,55 @@ def test_the_private_server_stops_when_the_test_run_is_killed(tmp_path):
     assert os.path.exists(f"/proc/{postmaster}")
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
-    _wait(lambda: not os.path.exists(f"/proc/{postmaster}") and not data.exists(), 60,
+    wait(lambda: not os.path.exists(f"/proc/{postmaster}") and not data.exists(), 60,
           "the killed run's server to stop")
 
 
 def _kill_machine(rig: Rig, run: subprocess.Popen) -> None:
-    harness = _harness_pid(rig)
+    harness = harness_pid(rig)
     for pid in (run.pid, harness):
-        _kill_group(pid, signal.SIGKILL)
+        kill_group(pid, signal.SIGKILL)
 
 
 def _lease(world, sid: str) -> tuple:
-    return world._rows("SELECT epoch, refused, released_at IS NOT NULL FROM dh.leases"
-                       " WHERE session_id = %s", [sid])[0]
+    found = world.leases(sid)[sid]
+    return found.epoch, found.refused, found.released
 
 
-def test_a_worker_without_the_harness_leaves_the_session_to_another(tmp_path, server, pg_url):
+def test_a_worker_without_the_harness_leaves_the_session_to_another(tmp_path, server, team):
     """The worker's child fails before any harness runs (no `pi` on B): this machine's
     problem, not the session's. The session is not released as if its user had ended it nor
     refused for the team: its lease lapses, B never claims it again, and C's worker, which has
     the harness, takes it and finishes the turn."""
-    a, b, c = _rigs(tmp_path, server, "A", "B", "C")
+    a, b, c = rigs(tmp_path, server, "A", "B", "C")
     pi = b.bin_dir / "pi"
     saved = pi.read_bytes()
     pi.unlink()
-    run = _run_live(a, pg_url)
-    _wait(lambda: _stalled(server), 30, "the stalled model request")
-    sid = _replicated(a, pg_url)
+    run = run_live(a, team)
+    wait(lambda: stalled(server), 30, "the stalled model request")
+    sid = replicated(a, team)
     _kill_machine(a, run)
-    worker = _popen(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
-    world = _world(pg_url)
-    _wait(lambda: "exited with 127" in _err(b, "worker"), TTL + 60, f"B's failed resume: {_err(b, 'worker')}")
+    worker = start_worker(b, team)
+    world = team.open()
+    wait(lambda: "exited with 127" in stderr_of(b, "worker"), TTL + 60,
+         f"B's failed resume: {stderr_of(b, 'worker')}")
     time.sleep(2 * TTL)  # lapsed, yet never claimed again by B, nor refused for the team
     epoch, refused, released = _lease(world, sid)
     assert (epoch, refused, released) == (2, None, False)
     assert world.get_session(sid).state == "running"
-    assert _err(b, "worker").count("took over session") == 1, _err(b, "worker")
-    other = _popen(c, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
-    _wait(lambda: world.get_session(sid).state == "finished", 120, f"C's turn: {_err(c, 'worker')}")
+    assert stderr_of(b, "worker").count("took over session") == 1, stderr_of(b, "worker")
+    other = start_worker(c, team)
+    wait(lambda: world.get_session(sid).state == "finished", 120, f"C's turn: {stderr_of(c, 'worker')}")
     for stopped, rig in ((worker, b), (other, c)):
         stopped.send_signal(signal.SIGTERM)
-        assert stopped.wait(timeout=60) == 0, _err(rig, "worker")
+        assert stopped.wait(timeout=60) == 0, stderr_of(rig, "worker")
     pi.write_bytes(saved)
-    assert _err(c, "worker").count("took over session") == 1
+    assert stderr_of(c, "worker").count("took over session") == 1
     assert server.rebilled() == 0
 
 
-def _snapshot_in_world(url: str, sid: str, path: str) -> bool:
-    world = _world(url)
+def _snapshot_in_world(team: Team, sid: str, path: str) -> bool:
+    world = team.open()
     try:
         from dh_cli.workspace.restore import flat_tree, pick
 
@@ -106,44 +111,44 @@ def _snapshot_in_world(url: str, sid: str, path: str) -> bool:
         world.close()
 
 
-def test_a_worker_restores_a_missing_cwd_from_the_workspace_snapshot(tmp_path, server, pg_url):
+def test_a_worker_restores_a_missing_cwd_from_the_workspace_snapshot(tmp_path, server, team):
     """Issue 16 through the worker: A's checkout and harness home are gone with A; the world
     holds the session's last workspace snapshot, so B's worker restores the cwd from it (not
     a refusal any more) before it relaunches, and the turn completes there. Without a
     snapshot the missing cwd stays a refusal (the next test)."""
-    a, b = _rigs(tmp_path, server, "A", "B")
-    run = _run_live(a, pg_url)
-    _wait(lambda: _stalled(server), 30, "the stalled model request")
-    sid = _replicated(a, pg_url)
-    _wait(lambda: _snapshot_in_world(pg_url, sid, "steps.log"), 30, "the snapshot in the world")
+    a, b = rigs(tmp_path, server, "A", "B")
+    run = run_live(a, team)
+    wait(lambda: stalled(server), 30, "the stalled model request")
+    sid = replicated(a, team)
+    wait(lambda: _snapshot_in_world(team, sid, "steps.log"), 30, "the snapshot in the world")
     _kill_machine(a, run)
     shutil.rmtree(a.proj)  # the machine is lost: its checkout and its harness home
     shutil.rmtree(a.tmp / "pi-agent")
-    worker = _popen(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
-    world = _world(pg_url)
-    _wait(lambda: world.get_session(sid).state == "finished", TTL + 90,
-          f"the turn to finish on B; worker: {_err(b, 'worker')}")
+    worker = start_worker(b, team)
+    world = team.open()
+    wait(lambda: world.get_session(sid).state == "finished", TTL + 90,
+          f"the turn to finish on B; worker: {stderr_of(b, 'worker')}")
     worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=60) == 0, _err(b, "worker")
-    assert f"restoring its workspace into {a.proj}" in _err(b, "worker")
+    assert worker.wait(timeout=60) == 0, stderr_of(b, "worker")
+    assert f"restoring its workspace into {a.proj}" in stderr_of(b, "worker")
     assert (a.proj / "steps.log").read_text() == "step0\n"  # restored, the step not run again
     assert (a.proj / "a.txt").read_text() == "alpha\n"  # written on B
     assert server.rebilled() == 0
-    restored = [e.details for e in world.events(sid) if e.type == "workspace"]
+    restored = [e.details for e in world.events(sid) if e.type == events.WORKSPACE]
     assert restored and "steps.log" in restored[0]["restored"]["written"], restored
 
 
-def test_a_worker_refuses_a_missing_cwd_without_a_snapshot(tmp_path, server, pg_url):
-    a, b = _rigs(tmp_path, server, "A", "B")
-    run = _run_live(a, pg_url)
-    _wait(lambda: _stalled(server), 30, "the stalled model request")
-    sid = _replicated(a, pg_url)
+def test_a_worker_refuses_a_missing_cwd_without_a_snapshot(tmp_path, server, team):
+    a, b = rigs(tmp_path, server, "A", "B")
+    run = run_live(a, team)
+    wait(lambda: stalled(server), 30, "the stalled model request")
+    sid = replicated(a, team)
     _kill_machine(a, run)
-    world = _world(pg_url)
-    world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s RETURNING 1", [sid])
+    world = team.open()
+    team.drop_snapshots(sid)
     shutil.rmtree(a.proj)
-    worker = _popen(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
-    _wait(lambda: _lease(world, sid)[1], TTL + 30, "the refusal")
+    worker = start_worker(b, team)
+    wait(lambda: _lease(world, sid)[1], TTL + 30, "the refusal")
     assert "holds no workspace snapshot" in _lease(world, sid)[1]
     assert _lease(world, sid)[0] == 1  # never claimed
     worker.send_signal(signal.SIGTERM)

@@ -16,7 +16,8 @@ from tests.rig import dh
 
 from .conftest import fixture_home, scenarios
 from .fakes.transcripts import codex_with_cache_and_reasoning, write_streamed_turn
-from .test_cost import CCUSAGE
+from .helpers import harnesses
+from .helpers.ccusage import CCUSAGE
 
 needs_ccusage = skip_if_missing(CCUSAGE is None,  # required (CI): fail, never skip
                                 "ccusage is not installed (npm install --prefix ~/.cache/dh-e2e/ccusage"
@@ -92,8 +93,23 @@ def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
     assert "12.2k" in run_dh("log", "list").stdout.split()  # TOKENS: 20.2k with the cache counted twice
 
 
+@needs_ccusage
+def test_pi_tokens_agree_with_ccusage(tmp_path, run_dh):
+    """Pi's own model (mock-claude) has no price anywhere: the tokens agree, and dh says the
+    calls are unpriced where ccusage says $0."""
+    home = fixture_home("pi", "basic", tmp_path)
+    assert run_dh("import", "pi", "--all", "--home", str(home)).exit_code == 0
+    done = subprocess.run([str(CCUSAGE), "pi", "session", "--json", "--offline", "--pi-path",
+                           str(home / "sessions")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    theirs, ours = json.loads(done.stdout)["totals"], dh_cost(run_dh, "--by", "session")["totals"]
+    same_tokens(ours, theirs)
+    assert ours["tokens"]["total"] == theirs["totalTokens"] > 0
+    assert ours["usd"] is None and ours["unpriced_calls"] == ours["calls"] > 0
+
+
 def test_every_harness_in_one_table(tmp_path, run_dh):
-    for harness in ("claude-code", "codex", "opencode", "pi"):
+    for harness in harnesses.ALL:
         (tmp_path / harness).mkdir()
         home = fixture_home(harness, "basic", tmp_path / harness)
         assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0

@@ -23,7 +23,7 @@ from dh_cli.workspace.sync import copy_workspace
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds.rows import LZ4, decode_raw
 
-from .test_workspace_paths import PAYLOAD, crafted, file, session, written_files  # noqa: F401
+from .helpers.crafted_snapshots import PAYLOAD, crafted, file, session, written_files  # noqa: F401
 
 
 def restored(world, sid, target, **kw):

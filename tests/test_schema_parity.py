@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from dh_cli.worlds.local import LocalWorld
-from dh_cli.worlds.postgres import PostgresWorld
+from dh_cli.worlds.team.postgres import PostgresWorld
 from dh_cli.worlds.rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS
 
 from .pg import pg_url  # noqa: F401 (a fixture)

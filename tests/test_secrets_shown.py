@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,24 +16,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
-from . import rig
-
-KEY = "sk-ant-api03-Qx7TqZr9vW2pL4mN8bC1dF6gH3jK5sA0"
-GH = "ghp_R2d2C3po4Bb8Ee1Yoda9Luke7Leia6Hans"
-URL_PW = "Pw9x7c5v3b1n"
-BEARER = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
-SECRETS = [KEY, GH, URL_PW, BEARER]
-ESCAPES = ["\x1b]0;pwned title\x07", "\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b[8mhidden\x1b[0m"]
-TEXT = (f"use {KEY} and GITHUB_TOKEN={GH}, db postgres://admin:{URL_PW}@db.internal/app, "
-        f"curl -H 'Authorization: Bearer {BEARER}' " + "".join(ESCAPES))
-
-
-def dh(*args, env=None, cwd=None):
-    return rig.dh(*args, env=env, cwd=cwd, errors="surrogateescape")
-
-
-def leaked(text: str) -> list[str]:
-    return [s for s in SECRETS if s in text]
+from .helpers.secrets_text import KEY, TEXT, dh, leaked
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import os
 import secrets
 import socket
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
 
 from .conftest import fixture_home
 from .helpers.cli import one_error
-from . import rig
+from .helpers.stand_ins import argv_harness, dh, marker_harness
 
 WRITER = Path(__file__).parent / "fakes" / "pi_writer.py"
 
@@ -51,11 +50,6 @@ URL_PW, PROMPT_PW = token("urlpw"), token("promptpw")
 ARGS = ["-p", "--api-key", FLAG_KEY, f"--token={FLAG_TOKEN}", "--db-url",
         f"postgres://admin:{URL_PW}@db.internal/app", f"migrate postgres://u:{PROMPT_PW}@h/db now"]
 ALL_SECRETS = [*SECRET_ENV.values(), FLAG_KEY, FLAG_TOKEN, URL_PW, PROMPT_PW]
-
-
-def dh(*args, env, cwd=None, umask: int | None = None) -> subprocess.CompletedProcess:
-    return rig.dh(*args, env=env, cwd=cwd, inherit=False,
-                  preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
 
 
 def writer_env(tmp_path: Path, **extra) -> dict:
@@ -225,14 +219,6 @@ def test_a_crafted_opencode_session_id_names_no_file(tmp_path, outside):
     assert not (tmp_path / "launched").exists()
 
 
-def marker_harness(tmp_path: Path) -> Path:
-    """A harness binary that only leaves a marker file: shows whether dh ran anything."""
-    script = tmp_path / "harness-marker"
-    script.write_text(f"#!/bin/sh\ntouch {tmp_path / 'launched'}\n")
-    script.chmod(0o755)
-    return script
-
-
 def test_resume_ignores_a_pulled_source_path_and_restores_under_this_home(tmp_path, outside):
     """A pulled session whose source path points elsewhere (here: a folder outside the home):
     that path is never written nor read; the file is restored at home/relpath of THIS
@@ -248,14 +234,6 @@ def test_resume_ignores_a_pulled_source_path_and_restores_under_this_home(tmp_pa
     assert not target.exists() and (home / "sessions" / "x.jsonl").is_file()
     argv = (tmp_path / "launched").read_text().split("\n")
     assert argv[argv.index("--session") + 1] == str(home / "sessions" / "x.jsonl")
-
-
-def argv_harness(tmp_path: Path) -> Path:
-    """A harness binary that writes the argv it got, one word a line, and exits 0."""
-    script = tmp_path / "harness-argv"
-    script.write_text(f"#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > {tmp_path / 'launched'}\n")
-    script.chmod(0o755)
-    return script
 
 
 def test_a_session_recorded_on_this_machine_may_live_outside_the_home(tmp_path):

@@ -37,6 +37,15 @@ Every transition of dh_cli/supervisor/states.py and the test that drives it:
     BACKOFF  -> STARTING  delay over             test_a_crash_backs_off_then_resumes_with_the_plan,
                                                  test_an_interactive_relaunch_gets_the_plans_env_and_typed_text
     BACKOFF  -> EXITED    user signal            test_a_user_signal_during_backoff_is_exited_without_relaunch
+    RUNNING  -> WAITING   a provider's limit     test_a_limit_with_a_reset_waits_for_it_then_goes_on_once,
+                                                 test_a_limit_without_a_reset_is_tried_again_with_capped_backoff
+    STARTING -> WAITING   a probe refused again  test_a_limit_without_a_reset_is_tried_again_with_capped_backoff
+    WAITING  -> STARTING  reset or next try      test_a_limit_with_a_reset_waits_for_it_then_goes_on_once
+    RUNNING  -> STOPPING  a TUI at a limit       test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched
+    STOPPING -> WAITING   a TUI at a limit       test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched
+    WAITING  -> EXITED    user signal            test_a_user_signal_while_waiting_on_a_limit_leaves_it_interrupted
+    RUNNING  -> EXITED    limit, --on-limit stop test_on_limit_stop_exits_with_the_harness_code_and_one_line
+    STARTING -> EXITED    limit, longest wait    test_a_limit_is_given_up_after_the_longest_wait
     (STARTING|RUNNING -> STOPPING, log unwritable: test_an_unwritable_log_while_the_harness_runs_never_stops_it)
 """
 
@@ -52,7 +61,7 @@ from dh_cli.supervisor import states
 from dh_cli.supervisor.policy import PolicyConfig
 from dh_cli.supervisor.runner import FORWARDED, Supervisor
 from dh_cli.supervisor.spec import LaunchSpec, RunOptions
-from dh_cli.worlds.live_world import WorldLink
+from dh_cli.worlds.team.live_world import WorldLink
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 
@@ -70,6 +79,12 @@ class FakeRelauncher:
     def __init__(self, complete, env=None, typed=None):
         self.complete, self.env, self.typed, self.planned = complete, env or {}, typed, []
         self.opener = "prompt-1"  # the record that opened the log's current turn
+        self.limits: list = []  # what limit() answers, one per attempt that exited (None: no limit)
+        self.limit_asked_at: list[float] = []
+
+    def limit(self, session, now):
+        self.limit_asked_at.append(now)
+        return self.limits.pop(0) if self.limits else None
 
     def turn_complete(self, session) -> bool:
         return self.complete() if callable(self.complete) else self.complete
@@ -467,7 +482,7 @@ TAKEN = "session s1 was taken over by dh on b (epoch 3 -> 4)"
 
 
 def test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [FOREVER], complete=False, link=link)
     r.clock.after(4, lambda: setattr(link.tenure, "lost", {"reason": TAKEN}))  # the epoch moved
     r.clock.after(120, lambda: r.procs.deliver(signal.SIGTERM))  # a backstop: never hangs the test
@@ -486,7 +501,7 @@ def test_a_takeover_stops_the_harness_and_this_dh_never_writes_the_world_again(t
 
 
 def test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [Script(runs_for=8, rc=-9)], complete=False, link=link)
     r.clock.after(3, lambda: setattr(link.tenure, "expired", True))  # the server is unreachable
     assert r.supervisor.run([]) == 4
@@ -499,9 +514,127 @@ def test_a_lease_that_could_not_be_renewed_lets_the_harness_run_but_not_relaunch
 
 
 def test_a_held_lease_relaunches_as_without_a_world(tmp_path):
-    link = LinkOverFakes("postgresql://fake/dh")
+    link = LinkOverFakes("postgres", "postgresql://fake/dh")
     r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)], link=link)
     r.relauncher.complete = lambda: len(r.procs.children) == 2
     assert r.supervisor.run([]) == 0
     assert transitions(r) == [(states.STOPPED, S), (S, R), (R, B), (B, S), (S, R), (R, X)]
     assert not [e for e in r.world.events(r.session.id) if e.type == "lease_lost"]
+
+
+# ------------------------------------------------------------------ a provider's limit
+
+W = states.WAITING
+
+
+def usage_limit(reset_at=None):
+    from dh_cli.wrappers.limits import limit
+
+    return limit("five_hour", "5-hour", reset_at, "transcript: test", "You've hit your session limit")
+
+
+def events_of(r, kind):
+    return [e.details for e in r.world.events(r.session.id) if e.type == kind]
+
+
+def test_a_limit_with_a_reset_waits_for_it_then_goes_on_once(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=1), Script(runs_for=5, rc=0)], complete=False,
+            policy=PolicyConfig(max_restarts=0, limit_margin=5))
+    reset = r.clock.wall() + 5 + 3600  # an hour after the harness gives up
+    r.relauncher.limits = [usage_limit(reset)]
+    seen = []
+    r.clock.after(100, lambda: seen.append((r.supervisor.state, session_state(r))))
+    assert r.supervisor.run(["-p", "x"]) == 0
+    assert seen == [(W, "waiting")]
+    assert transitions(r) == [(states.STOPPED, S), (S, R), (R, W), (W, S), (S, R), (R, X)]
+    assert r.procs.spawned[1]["at"] == pytest.approx(r.t0 + 5 + 3600 + 5)  # reset + margin
+    assert r.relauncher.planned == [2] and r.procs.spawned[1]["argv"] == ["/bin/pi", "--resume", "s1"]
+    (limit,) = events_of(r, "limit")
+    assert limit["which"] == "five_hour" and limit["reset_at"] == reset
+    waiting = [d for d in events_of(r, "state") if d["to"] == W][0]
+    assert waiting["delay"] == pytest.approx(3605) and waiting["outcome"] == "limited"
+    assert any(n.startswith("dh: pi hit its usage limit (5-hour); going on at ") and "in 1 h 0 min" in n
+               and n.endswith("· Ctrl-C stops") for n in r.notices)
+    assert session_state(r) == "finished"  # max_restarts=0: the wait was no restart
+
+
+def test_a_limit_without_a_reset_is_tried_again_with_capped_backoff(tmp_path):
+    refused = Script(runs_for=0.2, rc=1)  # a probe the service refuses at once
+    r = rig(tmp_path, [Script(runs_for=5, rc=1), refused, refused, refused, refused, refused,
+                       Script(runs_for=5, rc=0)], complete=False,
+            policy=PolicyConfig(max_restarts=0, start_retries=0, limit_spacing=60, limit_cap=300))
+    r.relauncher.limits = [usage_limit()] * 6
+    assert r.supervisor.run([]) == 0
+    starts = [s["at"] - r.t0 for s in r.procs.spawned]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert all(gap >= 60 for gap in gaps)  # never two launches within limit_spacing
+    waits = [d["delay"] for d in events_of(r, "state") if d["to"] == W]
+    assert waits == [60, 120, 240, 300, 300, 300]  # doubled from limit_spacing, capped
+    assert len(r.procs.spawned) == 7 and len(events_of(r, "limit")) == 6
+    assert not any(d["to"] in (B, F) for d in events_of(r, "state"))  # neither a restart nor a failed start
+
+
+def test_a_limit_is_given_up_after_the_longest_wait(tmp_path):
+    refused = Script(runs_for=0.2, rc=1)
+    r = rig(tmp_path, [Script(runs_for=5, rc=1), refused, refused], complete=False,
+            policy=PolicyConfig(limit_spacing=60, limit_max_wait=200))
+    r.relauncher.limits = [usage_limit()] * 3
+    assert r.supervisor.run([]) == 1  # the harness's code
+    assert [d["delay"] for d in events_of(r, "state") if d["to"] == W] == [60, 120]  # 60+120+240 > 200
+    assert transitions(r)[-1] == (S, X) and session_state(r) == "limited"
+    assert any("the longest allowed" in n and f"dh resume {r.session.id} --at-reset" in n for n in r.notices)
+
+
+def test_on_limit_stop_exits_with_the_harness_code_and_one_line(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=1)], complete=False, on_limit="stop")
+    r.relauncher.limits = [usage_limit(r.clock.wall() + 600)]
+    assert r.supervisor.run([]) == 1
+    assert len(r.procs.spawned) == 1 and transitions(r)[-1] == (R, X)
+    limit_lines = [n for n in r.notices if n.startswith("dh: ")]
+    assert len(limit_lines) == 1 and "usage limit (5-hour)" in limit_lines[0]
+    assert "--on-limit stop" in limit_lines[0] and session_state(r) == "limited"
+
+
+def test_a_user_signal_while_waiting_on_a_limit_leaves_it_interrupted(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=1)], complete=False)
+    r.relauncher.limits = [usage_limit(r.clock.wall() + 5 + 1800)]
+    r.clock.after(65, lambda: r.procs.deliver(signal.SIGINT))  # 60 s into the wait
+    assert r.supervisor.run([]) == 130
+    assert len(r.procs.spawned) == 1 and r.relauncher.planned == []
+    assert transitions(r)[-2:] == [(R, W), (W, X)] and session_state(r) == "interrupted"
+    assert r.clock.now() - r.t0 == pytest.approx(65)  # woken at once, not at the reset
+
+
+def test_a_killed_or_signalled_harness_is_never_asked_about_a_limit(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=5, rc=-9), Script(runs_for=5, rc=0)])
+    r.relauncher.complete = lambda: len(r.procs.children) == 2
+    assert r.supervisor.run([]) == 0
+    # only the attempt that exited by itself (at 10 s) was looked at for a limit
+    assert r.relauncher.limit_asked_at == [r.clock.epoch + r.t0 + 10]
+    assert transitions(r)[2] == (R, B)
+
+
+def test_a_tui_showing_a_limit_at_its_prompt_is_stopped_waited_out_and_relaunched(tmp_path):
+    r = rig(tmp_path, [FOREVER, Script(runs_for=5, rc=0)], complete=True, interactive=True,
+            policy=PolicyConfig(limit_spacing=60))
+    watchers = r.supervisor.watchers
+    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))  # the limit row logged
+    r.relauncher.limits = [usage_limit()]
+    assert r.supervisor.run([]) == 0
+    assert transitions(r)[:6] == [(states.STOPPED, S), (S, R), (R, P), (P, W), (W, S), (S, R)]
+    assert r.procs.children[0].received == [signal.SIGTERM]
+    stopped = [d for d in events_of(r, "state") if d["to"] == P][0]
+    assert stopped["reason"] == "usage limit (5-hour) shown at its prompt"
+    assert r.procs.spawned[0]["at"] - r.t0 == 0 and r.procs.spawned[1]["pty"]
+    assert r.procs.spawned[1]["at"] - r.t0 == pytest.approx(5 + 60)  # 3 s still after the row, then the wait
+    assert r.relauncher.planned == [2] and session_state(r) == "finished"
+
+
+def test_a_tui_is_left_at_its_prompt_with_on_limit_stop(tmp_path):
+    r = rig(tmp_path, [Script(runs_for=30, rc=0)], complete=True, interactive=True, on_limit="stop")
+    watchers = r.supervisor.watchers
+    r.clock.after(2, lambda: setattr(watchers, "last_progress", r.clock.now()))
+    r.relauncher.limits = [None, None]
+    assert r.supervisor.run([]) == 0
+    assert r.procs.children[0].received == [] and len(r.procs.spawned) == 1
+    assert r.relauncher.limit_asked_at == [r.clock.epoch + r.t0 + 30]  # only once it exited

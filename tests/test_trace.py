@@ -22,7 +22,7 @@ def test_a_codex_patch_is_drawn_as_a_diff_and_a_command_as_a_command(tmp_path, r
     page = _export(run_dh, tmp_path, "codex", "basic-apply-patch")
     diff = re.search(r'<pre class="diff">(.*?)</pre>', page, re.S).group(1)
     assert "*** Begin Patch" in diff and '<span class="add">' in diff
-    assert re.search(r'<pre class="command">\$ ', page)
+    assert re.search(r'<pre class="command hl">\$ ', page)
 
 
 def test_tool_inputs_are_readable():
@@ -39,7 +39,7 @@ def test_a_subagent_is_nested_under_the_call_that_started_it(tmp_path, run_dh):
     page = _export(run_dh, tmp_path, "claude-code", "subagent-tasks")
     agent = page.index('<div class="span tool status-ok"><span class="label">tool Agent</span>')
     nested = page.index('<div class="subagent">')
-    inner_bash = page.index("$ echo sub &gt;&gt; steps.log")
+    inner_bash = re.search(r'<pre class="command hl">\$ [^\n]*echo[^\n]*sub', page).start()
     after = page.index("tool TaskCreate")
     assert agent < nested < inner_bash < after  # the subagent's Bash sits inside the Agent call
     assert page.count('<section class="turn" id=') == 1  # not a second, unlabelled "Turn 1"

@@ -22,7 +22,7 @@ from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.travel import travelling_args
 
 from .conftest import fixture_home
-from .test_security import argv_harness, dh, marker_harness
+from .helpers.stand_ins import argv_harness, dh, marker_harness
 
 MCP = json.dumps({"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}}})
 HOOK = json.dumps({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "sh"}]}]}})

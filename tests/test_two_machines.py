@@ -19,6 +19,7 @@ from dh_cli.wrappers.pi import pi_session_dir_name
 
 from . import pg
 from .fakes.model_server import FakeModelServer
+from .helpers import harnesses
 from .pg import pg_url  # noqa: F401  (fixture)
 from .rig import SCRIPT, Rig
 
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.postgres
 # reply #1 stalls once: the crash (during-model=2) lands while it is still undelivered
 KILL_SCRIPT = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=5, delay_times=1),
                            *SCRIPT["replies"][2:]]}
-HARNESSES = ["claude-code", "pi", "codex", "opencode"]
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def record_cwds(harness: str, native: Path, native_id: str) -> set[str]:
             if row.get("type") in ("session_meta", "turn_context")}
 
 
-@pytest.mark.parametrize("harness", HARNESSES)
+@pytest.mark.parametrize("harness", harnesses.ALL)
 def test_crashed_on_a_pulled_and_resumed_on_b_in_another_checkout(machines, harness, pg_url):
     a, b = machines
     sid = crash_and_push(a, harness, pg_url)

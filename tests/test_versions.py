@@ -114,3 +114,16 @@ def test_a_tried_release_is_recorded_without_a_word(rig):
     assert result.returncode == 0 and "not tried" not in result.stderr.decode()
     (session,) = rig.world().list_sessions()
     assert session["harness_version"] == "2.1.197"
+
+
+def test_a_resume_on_another_release_than_the_session_ran_on_says_so_once(rig):
+    first = rig.run("claude-code")
+    assert first.returncode == 0, first.stderr.decode()
+    (session,) = rig.world().list_sessions()
+    fake_at(rig, "claude-code", "2.1.332")
+    resumed = rig.dh("resume", session["id"], "--prompt", "go on")
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    lines = [line for line in resumed.stderr.decode().splitlines() if "the session ran on" in line]
+    assert lines == ["dh: resuming with claude-code 2.1.332; the session ran on 2.1.197 until now "
+                     "(a new release changes the prompt, so the provider's cache starts over)"]
+    assert rig.world().get_session(session["id"]).harness_version == "2.1.332"

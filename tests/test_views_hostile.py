@@ -19,7 +19,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
-from .test_secrets_shown import ESCAPES, GH, KEY, TEXT, dh, leaked
+from .helpers.secrets_text import ESCAPES, GH, KEY, TEXT, dh, leaked
 
 SEQUENCES = ("\x1b]0;", "\x1b]52;", "\x1b[8m", "\x07")
 HOSTILE = f"/srv/{KEY}/{''.join(ESCAPES)}"
@@ -73,7 +73,7 @@ def test_every_local_view_of_a_hostile_session_is_filtered(hostile):
 def test_the_world_s_views_are_filtered(hostile, pg_url):
     pushed = dh("world", "push", "postgres", "--url", pg_url)
     assert pushed.returncode == 0, pushed.stderr
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     world = PostgresWorld(pg_url)
     try:
@@ -89,8 +89,8 @@ def test_the_world_s_views_are_filtered(hostile, pg_url):
 
 def test_the_worker_s_lines_are_filtered(tmp_path, capsys, monkeypatch):
     from dh_cli import output
-    from dh_cli.worlds.takeover import Claim
-    from dh_cli.worlds.worker import Worker, WorkerOptions
+    from dh_cli.worlds.team.takeover import Claim
+    from dh_cli.worlds.team.worker import Worker, WorkerOptions
 
     class Child:
         pid = os.getpid()
@@ -99,7 +99,7 @@ def test_the_worker_s_lines_are_filtered(tmp_path, capsys, monkeypatch):
             pass
 
     monkeypatch.setattr(subprocess, "Popen", Child)
-    worker = Worker(WorkerOptions("postgresql://dh@db/dh", notice=output.note_shown))
+    worker = Worker(WorkerOptions("postgres", "postgresql://dh@db/dh", notice=output.note_shown))
     worker._start(Claim("1m8v0abcdeQXYZ", "pi", str(tmp_path), HOSTILE, 1, 2))
     err = capsys.readouterr().err
     assert "took over session" in err and "\\x1b]0;" in err

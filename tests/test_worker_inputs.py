@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from dh_cli.worlds import worker as worker_module
-from dh_cli.worlds.takeover import Claim
-from dh_cli.worlds.worker import Worker, WorkerOptions, refusal
+from dh_cli.worlds.team import worker as worker_module
+from dh_cli.worlds.team.takeover import Claim
+from dh_cli.worlds.team.worker import Worker, WorkerOptions, refusal
 
 URL = "postgresql://dh:S3CRET-pw@db.internal:5432/dh"
 
@@ -32,7 +32,7 @@ class Recorded:
 def test_the_worlds_url_reaches_the_child_through_its_environment(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", Recorded)
     Recorded.calls = []
-    worker = Worker(WorkerOptions(URL, notice=lambda _line: None))
+    worker = Worker(WorkerOptions("postgres", URL, notice=lambda _line: None))
     worker._start(Claim("1m8v0abcdeQXYZ", "pi", str(tmp_path), "host-a", 1, 2))
     (call,) = Recorded.calls
     assert not any("S3CRET" in word for word in call["argv"]), call["argv"]
@@ -51,5 +51,5 @@ def test_the_check_is_the_worker_s(monkeypatch):
     seen = []
     monkeypatch.setattr(worker_module, "claim", lambda world, ttl, harnesses, accept: seen.append(
         accept(Claim("--help", "pi", "/", "h", 1, 2))))
-    Worker(WorkerOptions(URL, max_sessions=1, notice=lambda _line: None))._claim_all(None)
+    Worker(WorkerOptions("postgres", URL, max_sessions=1, notice=lambda _line: None))._claim_all(None)
     assert seen and "not a dh session id" in seen[0]

@@ -12,10 +12,10 @@ import subprocess
 import pytest
 
 from dh_cli.errors import UsageError
-from dh_cli.worlds import worker_place
-from dh_cli.worlds.takeover import Claim
-from dh_cli.worlds.worker import Worker, WorkerOptions, refusal
-from dh_cli.worlds.worker_place import current_user, run_as
+from dh_cli.worlds.team import worker_place
+from dh_cli.worlds.team.takeover import Claim
+from dh_cli.worlds.team.worker import Worker, WorkerOptions, refusal
+from dh_cli.worlds.team.worker_place import current_user, run_as
 
 SID = "1m8v0abcdeQXYZ"
 
@@ -78,7 +78,7 @@ def test_a_root_worker_s_children_run_as_its_user(tmp_path, monkeypatch):
             seen.update(kw)
 
     monkeypatch.setattr(subprocess, "Popen", Child)
-    Worker(WorkerOptions("postgresql://dh@db/dh", notice=lambda _l: None, run_as=who))._start(
+    Worker(WorkerOptions("postgres", "postgresql://dh@db/dh", notice=lambda _l: None, run_as=who))._start(
         claim_in(str(tmp_path)))
     assert (seen["user"], seen["group"]) == (nobody.pw_uid, nobody.pw_gid)
     assert seen["env"]["HOME"] == nobody.pw_dir and "DH_HOME" not in seen["env"]

@@ -14,7 +14,7 @@ from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds.sync import push
 
 from .pg import pg_url  # noqa: F401  (fixture)
-from .test_secrets_shown import KEY
+from .helpers.secrets_text import KEY
 from .workspace_stored import holds, world_bytes
 
 pytestmark = [pytest.mark.postgres]
@@ -36,7 +36,7 @@ def snapshot_with_a_key(world) -> str:
 
 
 def test_a_masked_world_gets_masked_workspace_files(tmp_path, pg_url):
-    from dh_cli.worlds.postgres import PostgresWorld
+    from dh_cli.worlds.team.postgres import PostgresWorld
 
     local = LocalWorld()
     sid = snapshot_with_a_key(local)

@@ -1,31 +1,33 @@
-"""One suite, two worlds: the local SQLite log and PostgreSQL must behave the same through the
-World interface (idempotent appends on natural keys, ordered reads from a position, session
-listing, locking, high-water marks)."""
+"""One suite, every world: the local SQLite log, PostgreSQL and Redis must behave the same
+through the World interface (idempotent appends on natural keys, ordered reads from a
+position, session listing, locking, high-water marks), and the team worlds the same through
+TeamWorld (acquire, renew, expire, steal, fence a paused holder, claim exactly once under
+two workers, replicate after an outage), each against a real server."""
 
+import threading
 import time
 from dataclasses import replace
 
 import pytest
 
-from dh_cli.errors import SessionLocked, SessionNotFound
+from dh_cli.errors import SessionLocked, SessionNotFound, WorldError
 from dh_cli.models import Event, Record, Session, Source
 from dh_cli.worlds.base import Mark
 from dh_cli.worlds.local import LZ4
 from dh_cli.worlds.rows import PACK_MIN
 
-from .pg import pg_url  # noqa: F401  (fixture)
+from .helpers.team_worlds import TEAM_WORLDS, URL_FIXTURES, Team, team  # noqa: F401  (team: a fixture)
+from .helpers.team_worlds import pg_url, redis_url  # noqa: F401  (fixtures)
 
 
-@pytest.fixture(params=["local", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["local", *TEAM_WORLDS])
 def world(request, tmp_path):
     if request.param == "local":
         from dh_cli.worlds.local import LocalWorld
 
         made = LocalWorld(tmp_path / "world.db")
     else:
-        from dh_cli.worlds.postgres import PostgresWorld
-
-        made = PostgresWorld(request.getfixturevalue("pg_url"))
+        made = Team(request.param, request.getfixturevalue(URL_FIXTURES[request.param])).open()
     yield made
     made.close()
 
@@ -157,124 +159,175 @@ def test_a_second_lock_on_a_session_is_refused(world):
     world.lock_session("1abc00000000aa").release()  # free again once released
 
 
-# leases and fencing (issue 15): PostgreSQL only, the shared world ------------------------------
-def _pg(url):
-    from dh_cli.worlds.postgres import PostgresWorld
-
-    return PostgresWorld(url)
+# leases and fencing (issue 15): the team worlds ---------------------------------------------
+SID = "1abc00000000aa"
 
 
 def _holder(pid: int):
-    from dh_cli.worlds.lease import Holder
+    from dh_cli.worlds.team.protocol import Holder
 
     return Holder("host-" + str(pid), "boot-x", pid)
 
 
-def _fence(world, sid: str, epoch: int) -> None:
-    world._rows("SELECT set_config('dh.fence', %s, false)", [f"{sid}:{epoch}"])
+def _lease(world, sid: str = SID):
+    return world.leases(sid)[sid]
 
 
-def _expire(world, sid: str) -> None:
-    world._rows("UPDATE dh.leases SET heartbeat_at = now() - interval '1 hour' WHERE session_id = %s"
-                " RETURNING 1", [sid])
+def _silent(world, sid: str = SID) -> None:
+    """The holder went silent past its TTL (as if its machine died)."""
+    world.lease_lapse(sid, _lease(world, sid).epoch)
 
 
-@pytest.mark.postgres
-def test_lease_acquire_renew_expire_and_steal(pg_url):
-    from dh_cli.worlds.takeover import holdings, steal
-    from dh_cli.worlds.tenure import Tenure, acquire
+def test_lease_acquire_renew_expire_and_steal(team):
+    from dh_cli.worlds.team.takeover import holdings, steal
+    from dh_cli.worlds.team.tenure import Tenure, acquire
 
-    world = _pg(pg_url)
+    world = team.open()
     world.put_session(session(state="running"))
-    assert acquire(world, "1abc00000000aa", 15, _holder(1)) == 1
+    assert acquire(world, SID, 15, _holder(1)) == 1
+    assert acquire(world, SID, 15, _holder(1)) == 2  # its own holder takes it again
     with pytest.raises(SessionLocked, match="held in the world by dh on host-1"):
-        acquire(world, "1abc00000000aa", 15, _holder(2))
-    assert holdings(world)["1abc00000000aa"].state == "running on host-1"
-    _expire(world, "1abc00000000aa")  # the holder went silent past its TTL
-    assert holdings(world)["1abc00000000aa"].state == "orphaned"
-    assert acquire(world, "1abc00000000aa", 15, _holder(2)) == 2  # the epoch only grows
-    tenure = Tenure(pg_url, "1abc00000000aa", ttl_s=3, epoch=2).start()
-    before = world._rows("SELECT heartbeat_at FROM dh.leases")[0][0]
-    time.sleep(1.5)  # renewed every third of the TTL
-    assert world._rows("SELECT heartbeat_at FROM dh.leases")[0][0] > before and not tenure.lost
-    assert steal(world, "1abc00000000aa", 15) == 3
-    deadline = time.monotonic() + 5
-    while not tenure.lost and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert tenure.lost and "epoch 2 -> 3" in tenure.lost["reason"]
+        acquire(world, SID, 15, _holder(2))
+    assert holdings(world)[SID].state == "running on host-1"
+    _silent(world)
+    assert holdings(world)[SID].state == "orphaned"
+    assert acquire(world, SID, 15, _holder(2)) == 3  # the epoch only grows
+    assert _lease(world).prev_host == "host-1"
+    time.sleep(1.2)  # the heartbeat ages; only a renewal makes it young again
+    tenure = Tenure(team.name, team.url, SID, ttl_s=3, epoch=3).start()
+    _until(lambda: _lease(world).age < 0.5)  # renewed every third of the TTL
+    assert not tenure.lost
+    assert steal(world, SID, 15) == 4
+    _until(lambda: tenure.lost)
+    assert "epoch 3 -> 4" in tenure.lost["reason"]
     tenure.stop()
-    assert world._rows("SELECT epoch, released_at FROM dh.leases") == [(3, None)]  # not released by the loser
+    assert (_lease(world).epoch, _lease(world).released) == (4, False)  # not released by the loser
 
 
-@pytest.mark.postgres
-def test_the_server_refuses_a_stale_holders_writes(pg_url):
-    from dh_cli.errors import WorldError
-    from dh_cli.worlds.fencing import is_fenced
-    from dh_cli.worlds.tenure import acquire
+def test_the_server_refuses_a_stale_holders_writes(team):
+    from dh_cli.worlds.team.fencing import is_fenced
+    from dh_cli.worlds.team.tenure import acquire
 
-    world, stale = _pg(pg_url), _pg(pg_url)
+    world, stale = team.open(), team.open()
     world.put_session(session(state="running"))
     src = source(world)
-    assert acquire(world, "1abc00000000aa", 15, _holder(1)) == 1
-    _fence(stale, "1abc00000000aa", 1)
+    assert acquire(world, SID, 15, _holder(1)) == 1
+    stale.fence(SID, 1)
     assert stale.append_records(src, records([(0, 0)])) == 1
-    _expire(world, "1abc00000000aa")
-    assert acquire(world, "1abc00000000aa", 15, _holder(2)) == 2  # taken over
+    _silent(world)
+    assert acquire(world, SID, 15, _holder(2)) == 2  # taken over
     for write in (lambda: stale.append_records(src, records([(0, 100)])),
-                  lambda: stale.append_events([Event("1abc00000000aa", 9, "t", None, "x", None, {})]),
+                  lambda: stale.append_events([Event(SID, 9, "t", None, "x", None, {})]),
                   lambda: stale.put_session(session(updated="2027-01-01T00:00:00.000Z")),
                   lambda: stale.put_source(src, update=True)):
         with pytest.raises(WorldError) as refused:
             write()
         assert is_fenced(refused.value)
-    unfenced = _pg(pg_url)  # a write that carries no epoch is refused as well while it is held
+    unfenced = team.open()  # a write that carries no epoch is refused as well while it is held
     with pytest.raises(WorldError, match="carries no epoch"):
         unfenced.append_records(src, records([(0, 100)]))
-    _fence(world, "1abc00000000aa", 2)
+    world.fence(SID, 2)
     assert world.append_records(src, records([(0, 100)])) == 1  # the holder writes
-    world._rows("UPDATE dh.leases SET released_at = now() RETURNING 1")
+    world.lease_release(SID, 2)
     with pytest.raises(WorldError):  # released: the old epoch is still refused
         stale.append_records(src, records([(0, 200)]))
     assert unfenced.append_records(src, records([(0, 200)])) == 1  # a plain push goes through
-    assert [r.offset for r in world.read_records("1abc00000000aa", src.relpath)] == [0, 100, 200]
+    assert [r.offset for r in world.read_records(SID, src.relpath)] == [0, 100, 200]
 
 
-@pytest.mark.postgres
-def test_replication_resumes_after_a_server_restart(tmp_path, pg_url):
+def test_a_paused_holder_is_fenced_once_its_session_is_claimed(team):
+    from dh_cli.worlds.team.fencing import is_fenced
+    from dh_cli.worlds.team.takeover import claim
+    from dh_cli.worlds.team.tenure import acquire
+
+    paused, world = team.open(), team.open()
+    world.put_session(session(state="running"))
+    src = source(world)
+    epoch = acquire(paused, SID, 15, _holder(1))
+    paused.fence(SID, epoch)
+    assert paused.append_records(src, records([(0, 0)])) == 1
+    _silent(world)  # paused past its TTL: no renewal came
+    got = claim(world, 15)
+    assert (got.session_id, got.from_host, got.epoch) == (SID, "host-1", epoch + 1)
+    assert claim(world, 15) is None  # claimed once
+    assert not paused.lease_renew(SID, epoch)  # it runs again: its renewal is refused
+    with pytest.raises(WorldError) as refused:
+        paused.append_records(src, records([(0, 100)]))
+    assert is_fenced(refused.value)
+    assert [r.offset for r in world.read_records(SID, src.relpath)] == [0]
+
+
+def test_two_workers_claim_each_orphan_exactly_once(team):
+    from dh_cli.worlds.team.takeover import claim
+    from dh_cli.worlds.team.tenure import acquire
+
+    world = team.open()
+    ids = [f"1abc000000{n:04d}" for n in range(20)]
+    for n, sid in enumerate(ids):
+        world.put_session(session(sid, state="running"))
+        acquire(world, sid, 15, _holder(100 + n))
+        _silent(world, sid)
+    start, claimed = threading.Barrier(2), {0: [], 1: []}
+
+    def worker(n: int) -> None:
+        mine = team.open()
+        start.wait()
+        while (got := claim(mine, 15)) is not None:
+            claimed[n].append(got.session_id)
+        mine.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed[0] + claimed[1]) == ids  # every orphan once, none twice
+    assert {_lease(world, sid).epoch for sid in ids} == {2}
+
+
+def test_a_refused_orphan_is_never_claimed(team):
+    from dh_cli.worlds.team.takeover import claim, holdings
+    from dh_cli.worlds.team.tenure import acquire
+
+    world = team.open()
+    world.put_session(session(state="running"))
+    acquire(world, SID, 15, _holder(1))
+    _silent(world)
+    assert claim(world, 15, accept=lambda candidate: "no such folder here") is None
+    assert claim(world, 15) is None
+    assert holdings(world)[SID].state == "refused: no such folder here"
+
+
+def test_replication_resumes_after_a_server_restart(tmp_path, team):
     from dh_cli.worlds.local import LocalWorld
-    from dh_cli.worlds.shipper import Shipper
+    from dh_cli.worlds.team.shipper import Shipper
 
-    from . import pg
-
-    srv = pg.server()
-    if not srv.controllable:
-        pytest.skip("the server at DH_TEST_POSTGRES_URL is not ours to stop")
     local = LocalWorld(tmp_path / "dh.db")
     made = local.create_session("claude-code", cwd="/w", home="/h", state="running")
     src = local.put_source(Source(id=0, session_id=made.id, kind="jsonl", relpath="p/s.jsonl", path="/h/p/s.jsonl"))
     local.append_records(src, records([(0, n * 100) for n in range(10)]))
     notices = []
-    world = _pg(pg_url)  # the schema, as `dh run --world` makes it before shipping
-    shipper = Shipper(tmp_path / "dh.db", pg_url, made.id, lambda: 1, notices.append).start()
-    _until(lambda: _count(world) == 10)
-    srv.stop("fast")
-    try:
+    world = team.open()  # the schema, as `dh run --world` makes it before shipping
+    shipper = Shipper(tmp_path / "dh.db", team.name, team.url, made.id, lambda: 1,
+                      notices.append).start()
+    _until(lambda: _count(world, made.id) == 10)
+
+    def meanwhile():
         local.append_records(src, records([(0, n * 100) for n in range(10, 30)]))
-        time.sleep(2)
-    finally:
-        srv.start()
-        pg.wait_ready(srv)
-    world = _pg(pg_url)
-    _until(lambda: _count(world) == 30, 30)
+        _until(lambda: notices, 30)  # the shipper saw the server gone
+
+    team.outage(meanwhile)
+    world = team.open()
+    _until(lambda: _count(world, made.id) == 30, 60)
     assert shipper.stop()
     assert len([n for n in notices if "world is behind" in n]) == 1, "\n".join(notices)
     assert len([n for n in notices if "caught up" in n]) == 1, notices
     assert [r.raw for r in world.read_records(made.id, "p/s.jsonl")] == [r.raw for r in local.records(made.id)]
 
 
-def _count(world) -> int:
+def _count(world, sid: str) -> int:
     try:
-        return world._rows("SELECT count(*) FROM dh.records")[0][0]
+        return len(world.read_records(sid, "p/s.jsonl"))
     except Exception:  # noqa: BLE001 - not there yet
         return -1
 

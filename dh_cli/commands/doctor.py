@@ -28,8 +28,10 @@ def doctor_command(
     if json_:
         output.print_json([c.to_dict() for c in checks])
     else:
+        width = output.terminal_width()
         for check in checks:
-            line = Text(f"{check.status:<5}", style=STYLES[check.status])
-            output.out.print(line + Text(f"{check.name}: {check.message}"))
+            line = Text(output.fitted(f"{check.status:<5}{check.name}: {check.message}", width))
+            line.stylize(STYLES[check.status], 0, len(check.status))
+            output.out.print(line)
     if failed(checks):
         raise typer.Exit(1)

@@ -17,7 +17,8 @@ from ..redact import clean, clean_bytes, clean_view
 from ..resume.rebuild import rebuild_session
 from ..worlds.local import LocalWorld
 from ..errors import UsageError
-from ..worlds import migrations
+from ..worlds import migrations, team
+from .args import HarnessOpt, SessionArg, StateOpt
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
 
@@ -39,16 +40,16 @@ SecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Show what look
 
 @app.command("list")
 def log_list(
-    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    harness: HarnessOpt = None,
     limit: Annotated[Optional[int], typer.Option(help="Show at most this many (the most recent)", min=1)] = None,
     since: Annotated[Optional[str], typer.Option(help="Only sessions active since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Only sessions started in this folder or below it")] = None,
     here: Annotated[bool, typer.Option("--here", help="Only sessions started in the current folder or below it")] = False,
-    state: Annotated[Optional[str], typer.Option(help="Only sessions in this state (e.g. finished, crashed, imported)")] = None,
+    state: StateOpt = None,
     json_: JsonOpt = False,
     show_secrets: SecretsOpt = False,
-    world: Annotated[Optional[str], typer.Option("--world", help="List the sessions of this world instead, with who holds each (postgres)")] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    world: Annotated[Optional[str], typer.Option("--world", help=f"List the sessions of this team world instead, with who holds each ({team.listed()})")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)] = None,
 ) -> None:
     """List the sessions in the log (or in a world, with holder, lease age, epoch and state).
 
@@ -62,11 +63,9 @@ def log_list(
     from ..wrappers import get
 
     if world is not None:
-        from ..worlds.listing import list_world
-        from ..worlds.sync import open_remote
+        from ..worlds.team.listing import list_world
 
-        open_remote(world, url).close()  # the world's name checked: one Error: line
-        return list_world(url, get(harness).name if harness else None, json_)
+        return list_world(world, url, get(harness).name if harness else None, json_)
     folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)
     wanted = ListFilter(get(harness).name if harness else None,
                         parse_since(since) if since else None, folder, state, limit)
@@ -84,7 +83,7 @@ def log_list(
 @app.command("search")
 def log_search(
     text: Annotated[str, typer.Argument(help="Words to find (every one must occur)")],
-    harness: Annotated[Optional[str], typer.Option(help="Only sessions of this harness")] = None,
+    harness: HarnessOpt = None,
     since: Annotated[Optional[str], typer.Option(help="Only records since this age (30m, 12h, 3d, 2w) or date (2026-11-29)")] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many hits", min=1)] = 50,
     json_: JsonOpt = False,
@@ -109,12 +108,13 @@ def log_search(
 
     hits = [replace(h, **output.shown({k: v for k, v in vars(h).items() if isinstance(v, str)}))
             for h in hits]
-    render.search_hits(hits, short_prefixes(world), shutil.get_terminal_size().columns)
+    render.search_hits(hits, short_prefixes(world, [h.session_id for h in hits]),
+                       shutil.get_terminal_size().columns)
 
 
 @app.command("show")
 def log_show(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     json_: JsonOpt = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the native records byte-exact")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new timeline items and events as they are logged (Ctrl-C to stop); with --json, one JSON object a line")] = False,
@@ -157,10 +157,11 @@ def log_show(
             **{k: v for k, v in view.to_dict().items() if k != "items"},
             "workspace": clean([s.to_dict() for s in snaps], show_secrets)})
         return
+    width = output.terminal_width()
     with output.pager(not no_pager):
-        render.session_head(view)
-        render.session_items(items)
-        render.session_tail(view)
+        render.session_head(view, width)
+        render.session_items(items, width)
+        render.session_tail(view, width)
 
 
 def _cleaned(records, show_secrets: bool, terminal: bool):
@@ -182,7 +183,7 @@ def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> 
 
 @app.command("docs")
 def log_docs(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     json_: JsonOpt = False,
 ) -> None:
     """Show a session's documents (todo list, plan, tasks) and every edit that made them.
@@ -207,7 +208,7 @@ def log_docs(
 
 @app.command("export")
 def log_export(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     format_: Annotated[ExportFormat, typer.Option("--format", help="md, html (a trace view, self-contained pages), jsonl (the native records) or otlp (OpenTelemetry traces as OTLP/JSON lines)")] = ExportFormat.md,
     out: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (mode 0600) instead of stdout; an HTML export of many turns also writes NAME-2.html, NAME-3.html ... next to it")] = None,
     page: Annotated[int, typer.Option("--page", help="With html to stdout: which page to print", min=1)] = 1,
@@ -270,7 +271,7 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
 
 @app.command("trace")
 def log_trace(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     endpoint: Annotated[str, typer.Option("--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces (Phoenix) or http://127.0.0.1:4318/v1/traces (a collector)")],
     header: Annotated[Optional[list[str]], typer.Option("--header", help="An HTTP header for the endpoint, NAME=VALUE (repeatable)")] = None,
     json_: JsonOpt = False,
@@ -304,7 +305,7 @@ def _header(text: str) -> tuple[str, str]:
 
 @app.command("rebuild")
 def log_rebuild(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     to: Annotated[Optional[Path], typer.Option("--to", help="Write under this folder instead of the harness home")] = None,
     force: Annotated[bool, typer.Option(help="Replace existing files that differ from the log")] = False,
     json_: JsonOpt = False,
@@ -330,7 +331,7 @@ def log_rebuild(
 
 @app.command("rm")
 def log_rm(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when not on a terminal)")] = False,
     json_: JsonOpt = False,
 ) -> None:

@@ -8,10 +8,11 @@ import typer
 from .. import output, wrappers
 from ..worlds.local import LocalWorld
 from ..mirror.importer import import_sessions
+from .args import HarnessArg
 
 
 def import_command(
-    harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
+    harness: HarnessArg,
     session: Annotated[Optional[str], typer.Argument(help="The harness's session id, or a path to its file")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Import every session found in the harness home")] = False,
     home: Annotated[Optional[Path], typer.Option(help="The harness home (default: from its own environment variables)")] = None,

@@ -11,50 +11,57 @@ from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
 from ..wrappers.replay import parse_overrides
-from ..resume.plan import resume_session, start_run
+from ..resume.plan import resume_session, start_run, wait_for_reset
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
+from ..worlds import team
 from ..worlds.local import LocalWorld
+from .args import HarnessArg, SessionArg
 
 StallOpt = Annotated[Optional[float], typer.Option("--stall-timeout", help="Seconds without progress during an open turn before dh treats the harness as hung")]
 RestartsOpt = Annotated[Optional[int], typer.Option("--max-restarts", help="Restarts before dh gives up (FATAL) (default 5, or the config file)")]
 GraceOpt = Annotated[Optional[float], typer.Option("--tool-grace", help="Seconds a tool command may run on after the harness died (default 3, or the config file)")]
 ReplayOpt = Annotated[Optional[list[str]], typer.Option("--replay", help="TOOL=safe|never: how a cut-off call of TOOL is reported")]
-WorldOpt = Annotated[Optional[str], typer.Option("--world", help="Replicate the session live to this world and hold its lease there: postgres (default: the config's world, DH_WORLD, or WORKFLOW_TARGET_WORLD=@workflow/world-postgres)")]
-UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
+WorldOpt = Annotated[Optional[str], typer.Option("--world", help=f"Replicate the session live to this team world and hold its lease there: {team.listed()} (default: the config's world, DH_WORLD, or $WORKFLOW_TARGET_WORLD set to @workflow/world-postgres)")]
+UrlOpt = Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
+OnLimitOpt = Annotated[Optional[str], typer.Option("--on-limit", help="wait|stop: when the provider refuses the turn for a usage or rate limit, wait for its reset and go on (default), or stop")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt sent on resume (default: continue where it left off)")]
 
 
 def _options(stall, restarts, grace, replay, supervise=True, world=None, url=None, ttl=None,
-             lease=None, adopt_epoch=None) -> RunOptions:
+             lease=None, adopt_epoch=None, on_limit=None) -> RunOptions:
     """Flags given on the command line win over the environment, the config file and the
     defaults (None means "not given"); see dh_cli/config.py."""
-    flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace}
+    flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace,
+             "on_limit": on_limit}
     flags.update({f"replay.{tool}": cls for tool, cls in parse_overrides(replay or []).items()})
     from ..config import load as load_config  # pydantic: imported by the commands that need it
 
     s = load_config(flags).settings
     policy = PolicyConfig(max_restarts=s.restart.max_restarts, start_secs=s.restart.start_secs,
-                          backoff_cap=s.restart.backoff_cap)
+                          backoff_cap=s.restart.backoff_cap, limit_spacing=s.limit_spacing,
+                          limit_cap=max(s.limit_spacing, PolicyConfig.limit_cap),
+                          limit_max_wait=s.limit_max_wait)
     return RunOptions(cwd=os.getcwd(), env=default_env(),
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
-                      supervise=supervise, notice=output.note, local_flags=dict(s.local_flags),
+                      supervise=supervise, on_limit=s.on_limit, notice=output.note,
+                      local_flags=dict(s.local_flags),
                       link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 
 def _link(settings, world, url, ttl, lease, adopt_epoch):
-    from ..worlds.live_world import link_for  # psycopg loads only for a live world
+    from ..worlds.team.live_world import link_for  # a world's client library loads only for a live world
 
     epoch = lease.epoch if lease is not None else None
     return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch, lease)
 
 
 def run_command(
-    harness: Annotated[str, typer.Argument(help="claude-code (claude), codex, opencode or pi")],
+    harness: HarnessArg,
     args: Annotated[Optional[list[str]], typer.Argument(help="The harness's own arguments, after --")] = None,
     stall_timeout: StallOpt = None,
     max_restarts: RestartsOpt = None,
@@ -63,6 +70,7 @@ def run_command(
     world_name: WorldOpt = None,
     url: UrlOpt = None,
     lease_ttl: LeaseTtlOpt = None,
+    on_limit: OnLimitOpt = None,
 ) -> None:
     """Run a harness under supervision: log its session live and resume it after a crash.
 
@@ -74,28 +82,30 @@ def run_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh run HARNESS --world postgres --url URL -- ...")
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, world=world_name, url=url,
-                    ttl=lease_ttl)
+                    ttl=lease_ttl, on_limit=on_limit)
     if not os.path.isdir(opts.cwd):
         raise NativeStateError(f"the working directory {opts.cwd} does not exist")
     raise typer.Exit(start_run(LocalWorld(), harness, list(args or []), opts))
 
 
 def resume_command(
-    session: Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")],
+    session: SessionArg,
     prompt: PromptOpt = None,
     no_supervise: Annotated[bool, typer.Option("--no-supervise", help="Resume once; do not restart it if it crashes again")] = False,
     stall_timeout: StallOpt = None,
     max_restarts: RestartsOpt = None,
     tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
-    world_name: Annotated[Optional[str], typer.Option("--world", help="Pull the session from this world first (postgres); it then replicates live under its lease")] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL for --world (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    world_name: Annotated[Optional[str], typer.Option("--world", help=f"Pull the session from this team world first ({team.listed()}); it then replicates live under its lease")] = None,
+    url: UrlOpt = None,
     cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
     workspace: Annotated[Optional[str], typer.Option("--workspace", help="keep|restore: when the checkout differs from the session's last workspace snapshot (default: ask on a terminal, keep without one)")] = None,
     lease_ttl: LeaseTtlOpt = None,
     steal: Annotated[bool, typer.Option("--steal", help="With --world: end another holder's live lease (the epoch moves on, its writes are refused) instead of refusing")] = False,
     wait: Annotated[Optional[float], typer.Option("--wait", help="With --world: wait up to this many seconds for another holder's lease to end")] = None,
     lease_epoch: LeaseEpochOpt = None,
+    on_limit: OnLimitOpt = None,
+    at_reset: Annotated[bool, typer.Option("--at-reset", help="A session stopped on a provider's limit: wait for the reset dh recorded, then resume")] = False,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
@@ -108,7 +118,7 @@ def resume_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     lease = None
-    from ..worlds.live_world import resume_world  # --world, else the configured world
+    from ..worlds.team.live_world import resume_world  # --world, else the configured world
 
     asked, world_name = world_name, resume_world(world_name)
     if asked is None:  # a returning machine asks the world the session replicated to first
@@ -116,19 +126,21 @@ def resume_command(
     elif asked == "local":
         _forked(world, session)
     if world_name:  # held in the world for the whole resume: one machine at a time
-        from ..worlds.takeover import before_resume
+        from ..worlds.team.takeover import before_resume
 
         claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
         session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
         if claimed is not None:
-            from ..worlds.takeover import record_takeover
+            from ..worlds.team.takeover import record_takeover
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     failure = None
     try:
         live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else {}
+        if at_reset:
+            _at_reset(world, session)
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
-                tool_grace, replay, no_supervise, workspace, live)
+                tool_grace, replay, no_supervise, workspace, live, on_limit)
     except typer.Exit:
         raise
     except BaseException as exc:  # failed before its supervisor ran: the session is not ended
@@ -136,16 +148,15 @@ def resume_command(
         raise
     finally:
         if lease is not None:
-            from ..worlds.takeover import end_hold
+            from ..worlds.team.takeover import end_hold
 
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
 
 def _returning(world, ref: str, world_name, url):
-    from ..config import load as load_config
-    from ..worlds.returning import check_not_gone_on, returning_world
+    from ..worlds.team.returning import check_not_gone_on, returning_world
 
-    world_name, url = returning_world(world, ref, world_name, url, load_config().settings.postgres_url)
+    world_name, url = returning_world(world, ref, world_name, url)
     if world_name:
         check_not_gone_on(world, world_name, url, ref)
     return world_name, url
@@ -154,7 +165,7 @@ def _returning(world, ref: str, world_name, url):
 def _forked(world, ref: str) -> None:
     """`--world local` on a session that replicated to a world: said, and the session
     follows that world no more (a later plain resume does not ask it)."""
-    from ..worlds.returning import session_here
+    from ..worlds.team.returning import session_here
 
     session = session_here(world, ref)
     remembered = world.remembered_world(session.id) if session else None
@@ -164,22 +175,47 @@ def _forked(world, ref: str) -> None:
         world.forget_world(session.id)
 
 
+def _note_recache(world, session) -> None:
+    """Information, never a question: what the resume will likely write to the provider's
+    cache again, when the session's last call is older than that cache lives."""
+    import time
+
+    from ..logviews.render import money, tokens_k
+    from ..logviews.resumecost import likely_recache
+    from ..supervisor.waiting import span
+
+    likely = likely_recache(world, session.id, session.harness, int(time.time() * 1000))
+    if likely:
+        output.note(f"dh: the last model call of session {session.id} was {span(likely['age'])} ago, past "
+                    f"its prompt cache ({span(likely['ttl'])}): this resume will likely write about "
+                    f"{tokens_k(likely['tokens'])} tokens to the cache again ({money(likely['usd'])})")
+
+
+def _at_reset(world, session: str) -> None:
+    try:
+        wait_for_reset(world, world.find_session(session).id, output.note)
+    except KeyboardInterrupt:
+        output.note("dh: stopped waiting; nothing was resumed")
+        raise typer.Exit(130) from None
+
+
 def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,
-            replay, no_supervise, workspace=None, live=None) -> None:
+            replay, no_supervise, workspace=None, live=None, on_limit=None) -> None:
     found = world.find_session(session)
     opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
-                    **(live or {}))
+                    on_limit=on_limit, **(live or {}))
     if workspace not in (None, "keep", "restore"):
         raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
     from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed
 
+    _note_recache(world, found)
     here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
     prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
     raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome))
 
 
 def _pull(world, world_name: str, ref: str, url: str | None, ttl=None, adopt_epoch=None):
-    from ..worlds.lease import hold_and_pull
+    from ..worlds.team.lease import hold_and_pull
 
     session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url, ttl, adopt_epoch)
     if added is not None:

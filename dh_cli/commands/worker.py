@@ -8,11 +8,12 @@ import typer
 
 from .. import output
 from ..errors import UsageError
+from ..worlds import team
 
 
 def worker_command(
-    world_name: Annotated[str, typer.Option("--world", help="The shared world to serve: postgres")] = "postgres",
-    url: Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL (default: the config's postgres_url, $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")] = None,
+    world_name: Annotated[str, typer.Option("--world", help=f"The team world to serve: {team.listed()}")] = "postgres",
+    url: Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)] = None,
     harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only take over sessions of this harness (repeatable)")] = None,
     max_sessions: Annotated[int, typer.Option("--max-sessions", min=1, help="Sessions resumed here at once")] = 4,
     lease_ttl: Annotated[Optional[float], typer.Option("--lease-ttl", help="TTL of the leases it takes (default 15, or the config's lease_ttl)")] = None,
@@ -31,11 +32,8 @@ def worker_command(
       $ dh worker --world postgres --url postgresql://dh@db.internal/dh
       $ dh worker --harness claude-code --max-sessions 2
     """
-    if world_name != "postgres":
-        raise UsageError(f"unknown world {world_name!r}", hint="dh worker serves: postgres")
     from ..config import load as load_config
-    from ..worlds.postgres import resolve_url
-    from ..worlds.worker import Worker, WorkerOptions
+    from ..worlds.team.worker import Worker, WorkerOptions
     from ..wrappers import get as get_wrapper
 
     settings = load_config({}).settings
@@ -43,9 +41,10 @@ def worker_command(
     ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
     if ttl <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
-    from ..worlds.worker_place import run_as
+    from ..worlds.team.worker_place import run_as
 
-    opts = WorkerOptions(resolve_url(url or settings.postgres_url), names, max_sessions, ttl,
+    found = team.world_class(world_name).resolve_url(team.configured_url(world_name, url))
+    opts = WorkerOptions(world_name, found, names, max_sessions, ttl,
                          output.note_shown,  # its lines name hosts, cwds and reasons from the world
                          run_as=run_as(user, root))
     raise typer.Exit(Worker(opts).run())

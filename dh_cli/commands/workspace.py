@@ -9,6 +9,7 @@ import typer
 from .. import output
 from ..worlds.local import LocalWorld
 from ..workspace.views import snapshot_line
+from .args import SessionArg
 
 app = typer.Typer(help="""A session's workspace snapshots: list, restore, diff.
 
@@ -22,7 +23,6 @@ Example:
   $ dh workspace diff 1m8k6p --turn 2
 """, no_args_is_help=True, rich_markup_mode="rich")
 
-SessionArg = Annotated[str, typer.Argument(help="dh id, a unique prefix of it, or the harness's own id")]
 TurnOpt = Annotated[Optional[int], typer.Option("--turn", help="The last snapshot of turn N")]
 StepOpt = Annotated[Optional[str], typer.Option("--step", help="The snapshot taken after tool call ID (or a prefix of it)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]

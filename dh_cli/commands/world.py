@@ -8,19 +8,20 @@ import typer
 
 from .. import output
 from ..errors import UsageError
+from ..worlds import team
 from ..worlds.local import LocalWorld
 from ..worlds.sync import SyncReport, open_remote, pull, push, status
 
-app = typer.Typer(help="""Share sessions through a team world (PostgreSQL): push, pull, status.
+app = typer.Typer(help=f"""Share sessions through a team world ({team.listed()}): push, pull, status.
 
 Example:
   $ dh world push postgres
   $ dh world status
 """, no_args_is_help=True, rich_markup_mode="rich")
 
-WorldArg = Annotated[str, typer.Argument(help="The world to sync with: postgres")]
+WorldArg = Annotated[str, typer.Argument(help=f"The team world to sync with: {team.listed()}")]
 SessionOpt = Annotated[Optional[str], typer.Option("--session", help="Only this session (dh id, prefix, or the harness's id)")]
-UrlOpt = Annotated[Optional[str], typer.Option("--url", help="PostgreSQL URL (default: $DH_POSTGRES_URL, then $WORKFLOW_POSTGRES_URL)")]
+UrlOpt = Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
 
@@ -77,7 +78,7 @@ def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
 
 
 @app.command("status")
-def status_command(world: Annotated[str, typer.Argument(help="The world to compare with: postgres")] = "postgres",
+def status_command(world: Annotated[str, typer.Argument(help=f"The team world to compare with: {team.listed()}")] = "postgres",
                    url: UrlOpt = None, json_: JsonOpt = False) -> None:
     """Compare the local log with the world (local only, server only, in sync, ahead), and
     show who holds each session: holder, lease age, epoch, state (running here, running on
@@ -87,8 +88,8 @@ def status_command(world: Annotated[str, typer.Argument(help="The world to compa
       $ dh world status
       $ dh world status postgres --json
     """
-    from ..worlds.listing import HOLD_COLUMNS, hold_cells, hold_dict
-    from ..worlds.takeover import holdings
+    from ..worlds.team.listing import HOLD_COLUMNS, hold_cells, hold_dict
+    from ..worlds.team.takeover import holdings
 
     remote = open_remote(world, url)
     rows, held = status(LocalWorld(), remote), holdings(remote)

@@ -21,6 +21,7 @@ from .pricing import Pricer, session_cost
 from ..stores import store_of
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
+from .resumecost import resume_costs, resume_total
 from .timeline import timeline
 
 HOLD_MAX = 5000  # items held behind an unanswered tool call before they are let go anyway
@@ -206,6 +207,8 @@ def view_header(world, session: Session) -> SessionView:
     """Everything but the items: events, sources, token totals and the last turn's state."""
     view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
     view.totals["cost"] = session_cost(world, session.id)
+    view.totals["resumes"] = resume_costs(world, session.id, session.harness)
+    view.totals["cost"]["resume_usd"] = resume_total(view.totals["resumes"])
     view.events = [asdict(e) for e in world.events(session.id)]
     sources = world.sources(session.id)
     view.sources = [_source_info(world, s) for s in sources]

@@ -84,15 +84,35 @@ def _lookup(model: str):
 def session_cost(world, session_id: str, pricer: Pricer | None = None) -> dict:
     """The session's model calls priced: total USD (None when no call could be priced), and
     the calls and models the table does not know."""
+    return calls_cost(world.model_call_tokens(session_id), pricer)
+
+
+def calls_cost(calls, pricer: Pricer | None = None) -> dict:
+    """`session_cost` of the calls given as (model, then the counts of tokens.KINDS)."""
     pricer = pricer or Pricer()
     total, unpriced, models = 0.0, 0, set()
-    for model, *counted in world.model_call_tokens(session_id):
-        cost = pricer.cost(model, Usage(*counted))
-        if cost is None:
-            unpriced += 1
+    for model, of_model in _by_model(calls).items():
+        if not pricer.known(model):
+            unpriced += len(of_model)
             models.add(model or "unknown")
-        else:
-            total += cost
+            continue
+        total += sum(pricer.cost(model, Usage(*counted)) for counted in _linear_sum(pricer, model, of_model))
     priced = not unpriced or total > 0
     return {"usd": round(total, 6) if priced else None, "unpriced_calls": unpriced,
             "unpriced_models": sorted(models)}
+
+
+def _by_model(calls) -> dict:
+    found: dict = {}
+    for model, *counted in calls:
+        found.setdefault(model, []).append([c or 0 for c in counted])
+    return found
+
+
+def _linear_sum(pricer: Pricer, model, calls: list[list[int]]) -> list:
+    """The calls of one model summed into one when its price is flat (the cost is then linear
+    in each kind of token); else each call as it is. Call by call, in Decimal, 10,008 sessions
+    took 0.36 s to price."""
+    if not isinstance(pricer._prices(model), _Rates):
+        return calls
+    return [[sum(column) for column in zip(*calls)]]

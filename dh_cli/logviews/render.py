@@ -6,6 +6,7 @@ import json
 import sys
 
 from .. import output
+from ..output import fitted
 from ..tokens import Usage
 from ..events_text import summary
 from .logview import SessionView
@@ -72,13 +73,13 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     rows = [_list_cells(s, relative_times, wide) for s in sessions]
     if wide:  # the cwd column gets at most a third of the line
         limit = max(10, width // 3)
-        rows = [r[:-1] + [_clip(r[-1], limit, left=True)] for r in rows]
+        rows = [r[:-1] + [clip_path(r[-1], limit)] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     used = sum(widths) + 2 * len(widths)
     room = width - used - 1
     lines = [_row(header, widths) + ("TITLE" if room >= 5 else "")]
     for cells, s in zip(rows, sessions):
-        title = _clip(s.get("title") or "", room) if room >= 5 else ""
+        title = clip_words(s.get("title") or "", room) if room >= 5 else ""
         lines.append((_row(cells, widths) + title).rstrip())
     output.out.print("\n".join(line.rstrip() for line in lines), markup=False, soft_wrap=True)
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
@@ -90,10 +91,24 @@ def _row(cells: list[str], widths: list[int]) -> str:
     return "".join(c.ljust(w) + "  " for c, w in zip(cells, widths))
 
 
-def _clip(text: str, room: int, left: bool = False) -> str:
+def clip_words(text: str, room: int) -> str:
+    """text in at most `room` columns, cut after a whole word (a single word longer than the
+    room is cut where it must be)."""
+    text = " ".join(text.split())
     if len(text) <= room:
         return text
-    return "…" + text[len(text) - room + 1:] if left else text[:room - 1] + "…"
+    head = text[:room - 1]
+    cut = head.rfind(" ")
+    return (head[:cut].rstrip(" ,;:") if cut > 0 else head) + "…"
+
+
+def clip_path(path: str, room: int) -> str:
+    """A path in at most `room` columns, its end kept: the folders that name it."""
+    if len(path) <= room:
+        return path
+    tail = path[len(path) - room + 1:]
+    cut = tail.find("/")
+    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
 
 
 def search_hits(hits, prefixes: dict, width: int) -> None:
@@ -103,7 +118,7 @@ def search_hits(hits, prefixes: dict, width: int) -> None:
         return
     for hit in hits:
         head = f"{prefixes.get(hit.session_id, hit.session_id)}  {hit.harness}  turn {hit.turn}  "
-        line(head + _clip(hit.snippet, max(20, width - len(head) - 1)))
+        line(head + clip_words(hit.snippet, max(20, width - len(head) - 1)))
 
 
 def write_raw(records) -> None:
@@ -155,47 +170,50 @@ def event_line(event: dict) -> str:
     return f"dh {event['at'][11:23]}{attempt} {summary(event['type'], event.get('details') or {})}"
 
 
-def line(text: str) -> None:
+def line(text: str, width: int | None = None) -> None:
     """Every line of `dh log show` is printed here (plain text: written straight out, as
-    Rich's rendering of each line cost half the time of a 100 MB session's show)."""
-    sys.stdout.write(text + "\n")
+    Rich's rendering of each line cost half the time of a 100 MB session's show), wrapped at
+    words to `width` when it goes to a terminal: a pager would cut it mid-word."""
+    sys.stdout.write(fitted(text, width) + "\n")
 
 
-def session_head(view: SessionView) -> None:
+def session_head(view: SessionView, width: int | None = None) -> None:
     s = view.session
-    line(f"session {s['id']}  {s['harness']} {s['harness_session_id'] or ''}".rstrip())
+    line(f"session {s['id']}  {s['harness']} {s['harness_session_id'] or ''}".rstrip(), width)
     facts = [f"cwd {s['cwd']}" if s.get("cwd") else None, f"state {s['state']}",
              f"attempts {s['attempts']}"]
-    line("  ".join(f for f in facts if f))
+    line("  ".join(f for f in facts if f), width)
     if s.get("hint"):
-        line(f"{s.get('why')}; resume it with: {s['hint']}")
+        line(f"{s.get('why')}; resume it with: {s['hint']}", width)
 
 
-def session_items(items) -> None:
+def session_items(items, width: int | None = None) -> None:
     current = None
     for item in items:
         if item["source"] != current:
             current = item["source"]
-            line(f"-- {current}")
-        line(_item_line(item))
+            line(f"-- {current}", width)
+        line(_item_line(item), width)
 
 
-def session_tail(view: SessionView) -> None:
+def session_tail(view: SessionView, width: int | None = None) -> None:
     for event in view.events:
-        line(event_line(event))
+        line(event_line(event), width)
     for src in view.sources:
         extra = f", {src['pending_bytes']} byte(s) of a torn last line pending" if src["pending_bytes"] else ""
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
-        line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}")
+        line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}", width)
     t = view.totals
     u = Usage.of(t)
     line(f"tokens: {u.input} in (uncached), {u.cache_read} cache read, "
          f"{u.cache_write + u.cache_write_1h} cache write ({u.cache_write_1h} for 1 h), "
          f"{u.output} out ({u.reasoning} reasoning) over {t['model_calls']} model call(s)")
+    for resume in t.get("resumes") or []:
+        line(resume_line(resume))
     line(cost_line(t.get("cost") or {}))
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
-    line(f"last turn: {state}{dangling}")
+    line(f"last turn: {state}{dangling}", width)
 
 
 def money(usd: float | None) -> str:
@@ -204,8 +222,21 @@ def money(usd: float | None) -> str:
     return f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
+def tokens_k(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else str(n)
+
+
+def resume_line(r: dict) -> str:
+    """attempt 2: resume re-cached 412k tokens, $1.54 (…)."""
+    return (f"attempt {r['attempt']}: resume re-cached {tokens_k(r['recached'])} tokens, {money(r['usd'])} "
+            f"(first call: {r['uncached']} uncached, {r['cache_write_5m']} cache write 5m, "
+            f"{r['cache_write_1h']} cache write 1h, {r['cache_read']} cache read)")
+
+
 def cost_line(cost: dict) -> str:
     text = f"cost: {money(cost.get('usd'))}"
+    if cost.get("resume_usd") is not None:
+        text += f" (of it, resumes' first calls: {money(cost['resume_usd'])})"
     if cost.get("unpriced_calls"):
         text += (f" ({cost['unpriced_calls']} call(s) of a model the price table does not know:"
                  f" {', '.join(cost['unpriced_models'])})")
@@ -215,10 +246,10 @@ def cost_line(cost: dict) -> str:
     return text
 
 
-def session_view(view: SessionView) -> None:
-    session_head(view)
-    session_items(view.items)
-    session_tail(view)
+def session_view(view: SessionView, width: int | None = None) -> None:
+    session_head(view, width)
+    session_items(view.items, width)
+    session_tail(view, width)
 
 
 def follow_update(update: dict, as_json: bool = False) -> None:
@@ -235,7 +266,7 @@ def follow_update(update: dict, as_json: bool = False) -> None:
         line = f"  tool {update['tool']} [{update['status']}] {update.get('result', '')}"
     else:
         line = event_line(update)
-    output.out.print(line, markup=False)
+    output.out.print(fitted(line, output.terminal_width()), markup=False)
     output.out.file.flush()
 
 

@@ -5,14 +5,17 @@ lays it out."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import datetime as _dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from .pricing import Pricer, session_cost
+from ..tokens import KINDS
+from .pricing import Pricer, calls_cost
 from ..worlds.rows import decode_raw
+from .resumecost import resume_costs, resume_total
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -29,47 +32,114 @@ class ListFilter:
 
 def list_sessions(world, wanted: ListFilter) -> list[dict]:
     """Sessions, most recently active first, as plain dicts."""
-    cwd = wanted.cwd.rstrip("/") or "/" if wanted.cwd else None
-    under = _like_escape(cwd.rstrip("/")) + "/%" if cwd else None
-    rows = world.session_summaries(wanted.harness, wanted.state, cwd, under)
+    rows = world.session_summaries(wanted.harness, wanted.state, *folder_match(wanted.cwd))
     if wanted.since:
         rows = [r for r in rows if r["last_activity"] >= wanted.since]
     rows = rows[:wanted.limit] if wanted.limit is not None else rows
-    prefixes, pricer = short_prefixes(world), Pricer()
+    return describe(world, rows)
+
+
+def _resume_cost(world, row: dict, pricer: Pricer) -> dict:
+    """What the session's resumes re-cached (logviews/resumecost.py); read only for a session
+    with more than one attempt."""
+    resumes = resume_costs(world, row["id"], row["harness"], pricer) if (row.get("attempts") or 0) > 1 else []
+    return {"usd": resume_total(resumes), "recached": sum(r["recached"] for r in resumes),
+            "resumes": len(resumes)}
+
+
+def folder_match(cwd: str | None) -> tuple[str | None, str | None]:
+    """(the folder, a LIKE pattern for the folders below it) of a `--cwd` filter."""
+    cwd = cwd.rstrip("/") or "/" if cwd else None
+    return cwd, _like_escape(cwd.rstrip("/")) + "/%" if cwd else None
+
+
+def describe(world, rows: list[dict]) -> list[dict]:
+    """Each session row with its id prefix, title, tokens and cost, read for all rows at once
+    (the model calls of every listed session in one query)."""
+    ids = [r["id"] for r in rows]
+    prefixes, pricer = short_prefixes(world, ids), Pricer()
+    everything = len(rows) > 500  # past SQLite's bound values: read them all
+    calls = world.calls_by_session(None if everything else ids)
+    titles = first_prompts(world, rows, None if everything else ids)
     for row in rows:
+        found = calls.get(row["id"], [])
         row["prefix"] = prefixes.get(row["id"], row["id"])
-        row["title"] = first_prompt(world, row["id"], row["harness"])
-        row["tokens"] = world.token_totals(row["id"])
-        row["cost"] = session_cost(world, row["id"], pricer)["usd"]
+        row["title"] = titles[row["id"]]
+        row["tokens"] = call_totals(found)
+        row["cost"] = calls_cost(found, pricer)["usd"]
+        row["resume_cost"] = _resume_cost(world, row, pricer)
     return rows
 
 
-def short_prefixes(world) -> dict[str, str]:
-    """For each dh id, its shortest prefix (at least MIN_PREFIX characters) that is not also
-    the start of another session's dh id or harness id (`dh log show` accepts both)."""
+def call_totals(calls: list[tuple]) -> dict:
+    """Token totals of calls given as (model, then the counts of tokens.KINDS), as
+    token_totals has them."""
+    sums = [sum(column) for column in zip(*(c[1:] for c in calls))] or [0] * len(KINDS)
+    return {**dict(zip(KINDS, sums)), "model_calls": len(calls)}
+
+
+def short_prefixes(world, wanted: list[str] | None = None) -> dict[str, str]:
+    """For each dh id (or each of `wanted`), its shortest prefix (at least MIN_PREFIX
+    characters) that is not also the start of another session's dh id or harness id
+    (`dh log show` accepts both)."""
     rows = world.session_names()
     names = sorted({n for row in rows for n in row if n})
+    if wanted is not None:
+        keep = set(wanted)
+        rows = [row for row in rows if row[0] in keep]
     out = {}
     for sid, native in rows:
         length = MIN_PREFIX
-        at = bisect.bisect_left(names, sid)
-        for other in names[max(0, at - 2):at + 3]:
-            if other not in (sid, native):
-                length = max(length, _common(sid, other) + 1)
+        for other in _neighbours(names, bisect.bisect_left(names, sid), (sid, native)):
+            length = max(length, _common(sid, other) + 1)
         out[sid] = sid[:length]
     return out
 
 
+def _neighbours(names: list[str], at: int, own: tuple) -> list[str]:
+    """The names just before and just after `at` that are not the session's own: in sorted
+    order, the two that share the longest start with it."""
+    found = []
+    for step, start in ((-1, at - 1), (1, at)):
+        index = start
+        while 0 <= index < len(names) and names[index] in own:
+            index += step
+        if 0 <= index < len(names):
+            found.append(names[index])
+    return found
+
+
 def _common(a: str, b: str) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    """The length of the start a and b share (bisected on slices: 10,008 ids in a third of
+    the time of a character loop)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def first_prompts(world, rows: list[dict], ids: list[str] | None) -> dict[str, str]:
+    """`first_prompt` of each row's session: from one read of every first source, the
+    sessions whose first source holds no prompt looked up one by one."""
+    harness = {row["id"]: row["harness"] for row in rows}
+    found = {}
+    for session_id, group in itertools.groupby(world.first_source_prompts(ids), key=lambda r: r[0]):
+        if session_id in harness:
+            found[session_id] = _prompt_in(harness[session_id], (r[1:] for r in group))
+    return {sid: found.get(sid) or first_prompt(world, sid, harness[sid]) for sid in harness}
 
 
 def first_prompt(world, session_id: str, harness: str) -> str:
     """The session's first user prompt on one line, to recognise it by (read from the
     first records of its first source, as `dh log show` reads prompts)."""
+    return _prompt_in(harness, world.first_prompt_rows(session_id))
+
+
+def _prompt_in(harness: str, rows) -> str:
     from ..errors import UnknownHarness
     from ..wrappers import get
 
@@ -77,7 +147,6 @@ def first_prompt(world, session_id: str, harness: str) -> str:
         wrapper, roles = get(harness), {}
     except UnknownHarness:  # a harness this dh does not know (a newer dh's log): no title
         return ""
-    rows = world.first_prompt_rows(session_id)
     for stored, codec in rows:
         p = wrapper.parse(decode_raw(stored, codec))
         if p.msg_id and p.role:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import html
 import json
 
-from ..events import EXITED, LAUNCH, REBUILT, REPAIR, REPAIRED, RESUME, SOURCE_REWRITTEN, STATE
+from ..events import (EXITED, LAUNCH, REBUILT, REPAIR, REPAIRED, RESUME, SOURCE_REWRITTEN, STATE,
+                      TAKEOVER)
 
 
 # marks -------------------------------------------------------------------------------
 def timeline(events: list[dict]) -> list[dict]:
     """Marks for the timeline strip, in event order: attempt, crash, stop, exit, repair,
-    resume, rebuild, rewrite, fatal. Intents that a later outcome describes better (a
+    resume, takeover, rebuild, rewrite, fatal. Intents that a later outcome describes better (a
     `repair` followed by its `repaired`) are folded into that outcome."""
     repaired = {e["details"].get("call_id") for e in events if e["type"] == REPAIRED}
     marks = []
@@ -31,7 +32,7 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
     if kind == LAUNCH:
         return {"kind": "attempt", "label": f"attempt {event['attempt'] or len(marks) + 1}"}
     if kind == EXITED:
-        return _exit_mark(d)
+        return exit_mark(d)
     if kind == STATE:
         return _state_mark(d, marks)
     if kind == REPAIRED or (kind == REPAIR and d.get("call_id") not in repaired):
@@ -40,12 +41,15 @@ def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:
         return {"kind": "resume", "label": "resume"}
     if kind == REBUILT:
         return {"kind": "rebuild", "label": "rebuilt native state"}
+    if kind == TAKEOVER:
+        return {"kind": "takeover", "label": f"taken over from {d.get('from_host') or '?'} by "
+                                             f"{d.get('host') or '?'} (epoch {d.get('epoch')})"}
     if kind == SOURCE_REWRITTEN:
         return {"kind": "rewrite", "label": f"source rewritten ({d.get('reason', 'changed')})"}
     return None
 
 
-def _exit_mark(d: dict) -> dict:
+def exit_mark(d: dict) -> dict:
     if d.get("user_signal"):
         return {"kind": "stop", "label": f"stopped by the user (signal {d['user_signal']})"}
     if d.get("signal"):

@@ -1,15 +1,19 @@
 """A session as a trace: one span per turn of the main conversation, with its model calls and
 tool calls as child spans (durations from the records' own times, tokens, cost), the crash and
 the resume as events inside the turn where they happened, and a subagent's turns nested
-under the tool call that started it. The HTML export and the OpenTelemetry export both read
-this; turns are handed out one at a time (flat memory)."""
+under the tool call that started it. Each model call carries what it was given since the
+call before it (the prompt, the tools' results) and the tool calls it asked for. dh's attempts
+(launch to exit) are spans of their own, from dh's events. The HTML export and the
+OpenTelemetry export both read this; turns are handed out one at a time (flat memory)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from ..events import EXITED, LAUNCH, STATE
 from .logview import stream_items, view_header
+from .timeline import exit_mark
 from ..models import Session
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import epoch_ms
@@ -17,7 +21,7 @@ from ..wrappers.base import epoch_ms
 
 @dataclass
 class Span:
-    kind: str  # turn | model_call | tool_call
+    kind: str  # turn | model_call | tool_call | attempt
     name: str
     start: int | None = None  # epoch ms
     end: int | None = None
@@ -45,6 +49,8 @@ class _Turns:
         # call starts at the latest of these before it ends
         self.inputs: list[int] = []
         self.text = ""  # an answer waiting for its model call's span
+        self.given: list[dict] = []  # messages since the last model call: its input
+        self.call: Span | None = None  # the latest model call: the tool calls that follow are its
         self.subagents = subagents
 
     def add(self, item: dict) -> Span | None:
@@ -55,6 +61,7 @@ class _Turns:
             done, self.turn = self.turn, Span("turn", f"turn {item['turn']}", at, at,
                                               {"turn": item["turn"], "prompt": item["text"]})
             self.last, self.inputs = at, [at] if at is not None else []
+            self.given, self.call = [{"role": "user", "content": item["text"]}], None
         elif self.turn is None:  # records before the first prompt (a header, a resume)
             self.turn = Span("turn", "before the first prompt", at, at, {"turn": 0})
         getattr(self, "_" + item["type"], self._other)(item, at)
@@ -66,6 +73,8 @@ class _Turns:
     def _prompt(self, item: dict, at) -> None:
         if item.get("resumed") and at is not None:
             self.inputs.append(at)
+        if item.get("resumed"):
+            self.given.append({"role": "user", "content": item["text"]})
         if item.get("synthetic") or item.get("resumed"):
             self.turn.events.append({"name": "prompt", "at": at, "attrs": {
                 "text": item["text"], "synthetic": bool(item.get("synthetic"))}})
@@ -85,8 +94,8 @@ class _Turns:
         span = Span("model_call", item.get("model") or "model call", start, at, {
             "model": item.get("model"), "msg_id": item.get("msg_id"),
             "stop_reason": item.get("stop_reason"), "tokens": tokens, "cost_usd": item.get("cost_usd"),
-            "output": self.text})
-        self.text = ""
+            "output": self.text, "input_messages": self.given, "tool_calls": []})
+        self.text, self.given, self.call = "", [], span
         self.turn.children.append(span)
 
     def _tool_call(self, item: dict, at) -> None:
@@ -96,6 +105,11 @@ class _Turns:
             "input": item.get("args", item["input"]), "result": item.get("result")})
         span.children = self.subagents.pop(item["call_id"], [])
         self.turn.children.append(span)
+        if self.call is not None:
+            self.call.attrs["tool_calls"].append({"id": item["call_id"], "name": item["tool"],
+                                                  "arguments": span.attrs["input"]})
+        if item.get("result") is not None:
+            self.given.append({"role": "tool", "content": item["result"], "tool_call_id": item["call_id"]})
         if end is not None:
             self.turn.close(end)
             self.inputs.append(end)
@@ -144,6 +158,31 @@ def _subagent_links(world, session: Session, sources) -> dict[str, str]:
     files = {s.relpath: b"".join(r.raw for r in world.records(session.id, s.id, s.generation))
              for s in sources if s.kind == "file"}
     return get_wrapper(session.harness).subagent_calls(files)
+
+
+def attempt_spans(events: list[dict]) -> list[Span]:
+    """dh's attempts, each a span from its launch to its exit (or to the last event it has),
+    with how it ended: `outcome` crashed, hung, finished or exited, and its exit label."""
+    spans: dict[int, Span] = {}
+    for event in events:
+        number, at = event.get("attempt"), epoch_ms(event.get("at"))
+        if number is None:
+            continue
+        if event["type"] == LAUNCH and number not in spans:
+            spans[number] = Span("attempt", f"attempt {number}", at, at, {"attempt": number})
+        span = spans.get(number)
+        if span is None:
+            continue
+        span.close(at)
+        if event["type"] == EXITED:
+            span.attrs["exit"] = _exit_label(event["details"])
+        elif event["type"] == STATE and event["details"].get("outcome"):
+            span.attrs["outcome"] = event["details"]["outcome"]
+    return [spans[n] for n in sorted(spans)]
+
+
+def _exit_label(details: dict) -> str:
+    return exit_mark(details)["label"]
 
 
 def session_trace(world, session: Session):

@@ -3,7 +3,13 @@ turns. Each turn is a span with its model calls and tool calls drawn on a time b
 tokens, cost), the crash and the resume marked where they happened, tool inputs shown as
 what they are (a command as a command, an edit as a diff), subagents nested under the call that
 started them. The session's documents (todo list, plan, tasks: dh_cli/documents) stand in a
-column beside the trace. No scripts, and a Content-Security-Policy that forbids every fetch."""
+column beside the trace. Prompts and answers are rendered Markdown and code is highlighted
+(richtext.py: no markup from a record gets through). Below 40 rem the label column folds
+above its bar, so a phone's 400 px reads without scrolling sideways. No scripts, and a
+Content-Security-Policy that forbids every fetch.
+
+`pages` is the library entry: a view and its turns in, whole HTML documents out; `body` and
+`stylesheet` are the same page for a server to put inside its own."""
 
 from __future__ import annotations
 
@@ -13,8 +19,10 @@ import json
 from typing import Callable, Iterator
 
 from ..documents import html as docs_html
+from ..tokens import Usage
 from .timeline import CSP, html_timeline, timeline
-from .render import money
+from .render import money, resume_line
+from .richtext import code_html, highlight_css, markdown_html
 from .trace import Span
 
 TURNS_PER_PAGE = 100
@@ -35,6 +43,11 @@ border-color:#4fb06b}.mark.rebuild,.mark.rewrite{background:#efe3ff;border-color
 section.turn{background:#fff;border:1px solid #ddd;border-radius:8px;margin:1rem 0;padding:.6rem .8rem}
 section.turn h3{font-size:1rem;margin:0 0 .4rem}.sum{color:#555;font-weight:400;font-size:.85rem}
 .msg{padding:.45rem .7rem;border-radius:6px;margin:.3rem 0;white-space:pre-wrap;overflow-wrap:anywhere}
+.md{white-space:normal}.md>:first-child{margin-top:0}.md>:last-child{margin-bottom:0}
+.md p{margin:.3rem 0}.md pre{white-space:pre;overflow-x:auto;background:#f6f8fa;padding:.4rem .6rem;
+border-radius:4px;font-size:.82rem}.md code{font-family:ui-monospace,monospace;font-size:.88em}
+.md table{display:block;overflow-x:auto;border-collapse:collapse}.md th,.md td{border:1px solid #ddd;
+padding:.15rem .45rem}.md img,.md .image{color:#555}.indent{margin-left:16.5rem}
 .user{background:#e8f0fe}.answer{background:#f6f6f6;border:1px solid #e6e6e6;font-size:.9rem}
 .span{display:grid;grid-template-columns:16rem 1fr 5.5rem;gap:.5rem;align-items:center;
 font-size:.82rem;padding:.1rem 0}.span .label{font-family:ui-monospace,monospace;overflow:hidden;
@@ -50,12 +63,20 @@ border-radius:3px}.bar{position:absolute;top:0;bottom:0;border-radius:3px;min-wi
 details.tool{margin:.15rem 0 .4rem 16.5rem;border:1px solid #e3e3e3;border-radius:6px;background:#fff}
 details.tool summary{cursor:pointer;padding:.2rem .5rem;font-size:.8rem;color:#444}
 details.tool pre{margin:0;padding:.45rem .7rem;border-top:1px solid #eee;white-space:pre-wrap;
-overflow-wrap:anywhere;font-size:.8rem}pre.command{background:#1f2335;color:#c0caf5}
+overflow-wrap:anywhere;font-size:.8rem}pre.command{background:#f6f8fa}
 pre.diff .add{color:#1e7b34;background:#e6ffec}pre.diff .del{color:#a1251b;background:#ffebe9}
 pre.diff .hunk{color:#6f42c1}.subagent{margin:.3rem 0 .6rem 2rem;border-left:3px solid #bb9af7;
 padding-left:.6rem}.subagent>.title{font-size:.8rem;color:#6b4fa0;font-weight:600}
 .status-ok{color:#207a3c}.status-error,.status-dangling{color:#b3261e}
 nav.pages{margin:1rem 0;font-size:.9rem}nav.pages a{margin-right:1rem}
+"""
+
+# After the documents' CSS, which it overrides: one column, labels above their bars.
+NARROW = """
+@media (max-width:40rem){body{padding:.5rem .6rem}.layout{grid-template-columns:minmax(0,1fr)}
+aside.docs{position:static;max-height:none}.span{grid-template-columns:minmax(0,1fr) 4.5rem}
+.span .label{grid-column:1/-1;white-space:normal;overflow-wrap:anywhere}
+.indent,details.tool{margin-left:0}.subagent{margin-left:.5rem}}
 """
 
 
@@ -106,6 +127,13 @@ def _diff(path: str, old: str, new: str) -> str:
 
 
 def _pre(kind: str, text: str) -> str:
+    if kind == "command":
+        return f'<pre class="command hl">$ {code_html(text.removeprefix("$ "), "bash")}</pre>'
+    if kind == "json":
+        return f'<pre class="json hl">{code_html(text, "json")}</pre>'
+    if kind == "file":
+        path, _, content = text.partition("\n\n")
+        return f'<pre class="file hl"><span class="path">{_e(path)}</span>\n\n{code_html(content, filename=path)}</pre>'
     if kind != "diff":
         return f'<pre class="{kind}">{_e(text)}</pre>'
     rows = []
@@ -118,6 +146,16 @@ def _pre(kind: str, text: str) -> str:
 
 
 # spans -------------------------------------------------------------------------------------------
+def token_text(tokens: dict | None) -> str:
+    """A call's or a session's tokens in the log's kinds (tokens.py): the uncached input, the
+    cache reads and writes, the output with its reasoning part."""
+    u = Usage.of(tokens)
+    reasoning = f" ({u.reasoning:,} reasoning)" if u.reasoning else ""
+    return (f"{u.input:,} in / {u.cache_read:,} cache read / {u.cache_write + u.cache_write_1h:,}"
+            f" cache write / {u.output:,} out{reasoning}")
+
+
+
 def _bar(span_start, span_end, start, end) -> str:
     if None in (span_start, span_end, start):
         return '<div class="track"></div>'
@@ -130,14 +168,12 @@ def _bar(span_start, span_end, start, end) -> str:
 def _model_row(turn: Span, span: Span) -> str:
     a, tokens = span.attrs, span.attrs.get("tokens") or {}
     label = f"model {a.get('model') or '?'}"
-    title = (f"{tokens.get('input', 0)} in / {tokens.get('output', 0)} out / "
-             f"{tokens.get('cache_read', 0)} cache read / {tokens.get('cache_write', 0)} cache write"
-             f" · {money(a.get('cost_usd'))}")
+    title = f"{token_text(tokens)} · {money(a.get('cost_usd'))}"
     row = (f'<div class="span model" title="{_e(title)}"><span class="label">{_e(label)}</span>'
            f'{_bar(turn.start, turn.end, span.start, span.end)}<span class="dur">{seconds(span.duration_ms)}'
-           f'</span></div>\n<div class="sum" style="margin-left:16.5rem">{_e(title)}</div>\n')
+           f'</span></div>\n<div class="sum indent">{_e(title)}</div>\n')
     if a.get("output"):
-        row += f'<div class="msg answer" style="margin-left:16.5rem">{_e(a["output"])}</div>\n'
+        row += f'<div class="msg answer md indent">{markdown_html(a["output"])}</div>\n'
     return row
 
 
@@ -189,7 +225,7 @@ def _rows(turn: Span) -> list[tuple]:
 def _turn(turn: Span, nested: bool = False) -> str:
     models = [c for c in turn.children if c.kind == "model_call"]
     tools = [c for c in turn.children if c.kind == "tool_call"]
-    tokens = sum(sum((m.attrs.get("tokens") or {}).values()) for m in models)
+    tokens = sum(Usage.of(m.attrs.get("tokens")).total for m in models)
     costs = [m.attrs.get("cost_usd") for m in models if m.attrs.get("cost_usd") is not None]
     summary = (f"{seconds(turn.duration_ms)} · {len(models)} model call(s) · {len(tools)} tool call(s)"
                f" · {tokens:,} tokens" + (f" · {money(sum(costs))}" if costs else ""))
@@ -197,7 +233,7 @@ def _turn(turn: Span, nested: bool = False) -> str:
     parts = [f'<section class="turn"{anchor}><h3>{_e(turn.name.capitalize())} '
              f'<span class="sum">{_e(summary)}</span></h3>\n']
     if turn.attrs.get("prompt"):
-        parts.append(f'<div class="msg user">{_e(turn.attrs["prompt"])}</div>\n')
+        parts.append(f'<div class="msg user md">{markdown_html(turn.attrs["prompt"])}</div>\n')
     for _, _, _, row in _rows(turn):
         if isinstance(row, dict):
             parts.append(_mark(row))
@@ -207,23 +243,39 @@ def _turn(turn: Span, nested: bool = False) -> str:
 
 
 # pages -------------------------------------------------------------------------------------------
+def stylesheet() -> str:
+    """The page's whole CSS (a page showing `body` in its own serves this beside it)."""
+    return CSS + highlight_css() + docs_html.CSS + NARROW
+
+
 def _head(view, page: int) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
+            f"<title>dh session {_e(view.session['id'])} (page {page})</title>\n"
+            f"<style>{stylesheet()}</style></head>\n<body>\n")
+
+
+def _header(view) -> str:
     s, t = view.session, view.totals
     cost = t.get("cost") or {}
     saved = (f" · saved by resuming after {cost['crashes']} crash(es): {money(cost.get('saved_usd'))}"
              if cost.get("crashes") else "")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">\n'
-            f"<title>dh session {_e(s['id'])} (page {page})</title>\n<style>{CSS}{docs_html.CSS}</style>"
-            f"</head>\n<body>\n"
-            f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
+    return (f"<h1>dh session {_e(s['id'])} <small>{_e(s['harness'])}</small></h1>\n"
             f'<p class="meta">native id <code>{_e(s["harness_session_id"] or "-")}</code> · '
             f'cwd <code>{_e(s["cwd"] or "-")}</code> · state {_e(s["state"])} · attempts {s["attempts"]}</p>\n'
-            f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {t.get("input", 0):,} in /'
-            f' {t.get("output", 0):,} out / {t.get("cache_read", 0):,} cache read / '
-            f'{t.get("cache_write", 0):,} cache write tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f'<p class="meta" id="totals">{t.get("model_calls", 0)} model call(s) · {_e(token_text(t))}'
+            f' tokens · cost {money(cost.get("usd"))}{_e(saved)}</p>\n'
+            f"{_resumes(t.get('resumes') or [])}"
             f"<h2>Attempts</h2>\n{html_timeline(timeline(view.events))}")
+
+
+def _resumes(resumes: list[dict]) -> str:
+    """What each resume re-cached (logviews/resumecost.py), one line an attempt."""
+    if not resumes:
+        return ""
+    rows = "".join(f"<li>{_e(resume_line(r))}</li>" for r in resumes)
+    return f'<ul class="meta" id="resumes">{rows}</ul>\n'
 
 
 def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:
@@ -249,13 +301,19 @@ def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
 
 
 def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
+    return (_head(view, page) + body(view, page, turns, more, link, documents)
+            + "</body></html>\n").encode("utf-8")
+
+
+def body(view, page: int, turns: list[Span], more: bool, link=None, documents=None) -> str:
+    """What a page shows, without the document around it (`dh serve` draws it in its own)."""
     nav = _nav(page, more, link)
-    body = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
-    trace = '<h2>Trace</h2>\n<main id="trace">\n' + body + "</main>\n"
+    trace_html = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
+    trace = '<h2>Trace</h2>\n<main id="trace">\n' + trace_html + "</main>\n"
     side = docs_html.aside(documents or {}, _calls(turns))
     if side:
         trace = f'<div class="layout"><div>{trace}</div>\n{side}</div>\n'
-    return (_head(view, page) + nav + trace + nav + "</body></html>\n").encode("utf-8")
+    return _header(view) + nav + trace + nav
 
 
 def _calls(turns: list[Span]) -> dict[str, int]:

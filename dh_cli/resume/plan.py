@@ -17,6 +17,7 @@ from ..util import scrub
 from ..supervisor import launch
 from ..supervisor.spec import LaunchSpec, RunOptions
 from ..supervisor.runner import Supervisor
+from ..supervisor.waiting import clock_time, span
 from ..supervisor.watchers import prepare_sync
 from ..versions import note_version
 from ..wrappers import get as get_wrapper
@@ -52,7 +53,8 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     # every caller has just drained the native files (supervisor/watchers.py prepare_sync)
     prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools), synced=True)
     session = world.get_session(session.id)
-    if skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs:
+    if (skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs
+            and _limit_of(world, wrapper, session) is None):
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
         return RelaunchPlan("skip", session, kept=prepared.finished_calls)
     if not prepared.has_state or not session.harness_session_id and not session.native_path:
@@ -72,6 +74,15 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     return plan
 
 
+def _limit_of(world, wrapper: Wrapper, session: Session):
+    """The provider's limit that cut the log's current turn (a harness may write it as the
+    turn's last answer: Claude Code's rate_limit row), or None."""
+    import time
+
+    sources = world.sources(session.id)
+    return wrapper.limit_from(current_turn(world, session, sources[0]), time.time()) if sources else None
+
+
 def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchPlan:
     """No conversation in the native state yet: the original command, or for a TUI killed
     before its state held the prompt, what its wrapper says (Wrapper.restart_unstarted)."""
@@ -89,7 +100,8 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
     if native_id is not None:  # it goes on the harness's command line: a world may have chosen it
         check_native_id(wrapper, native_id)
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
-    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=not prepared.turn_complete)
+    cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
+    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
@@ -143,6 +155,13 @@ class Relauncher:
         state = self.wrapper.turn_state(current_turn(self.world, session, sources[0]))
         return state.opener, state.complete
 
+    def limit(self, session: Session, now: float):
+        """The provider's limit that ended the log's current turn (Wrapper.limit_from)."""
+        sources = self.world.sources(session.id)
+        if not sources:
+            return None
+        return self.wrapper.limit_from(current_turn(self.world, session, sources[0]), now)
+
     def plan(self, session: Session, spec: LaunchSpec, attempt: int, tools) -> RelaunchPlan:
         return plan_relaunch(self.world, self.wrapper, session, spec, self.opts, by="dh run",
                              attempt=attempt, tools=tools)
@@ -175,6 +194,33 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         # before it learnt either, by cwd and time since the session began), then logged.
         session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
         return _resume_now(world, wrapper, session, prompt, opts, spec)
+
+
+def limit_reset(world, session_id: str) -> float | None:
+    """When the provider's limit the session last met goes away (epoch seconds): the time
+    its supervisor was waiting for, else the reset the harness told; None if neither."""
+    for event in reversed(world.events(session_id)):
+        if event.type == events.STATE and event.details.get("to") == "WAITING":
+            return event.details.get("until")
+        if event.type == events.LIMIT:
+            return event.details.get("reset_at")
+    return None
+
+
+def wait_for_reset(world, session_id: str, notice, clock=None) -> None:
+    """`dh resume --at-reset`: sleep until the session's limit resets (at once when it has
+    passed or is unknown, with a line saying so). Ctrl-C ends the wait and dh with it."""
+    import time
+
+    reset = limit_reset(world, session_id)
+    now = time.time()
+    if reset is None or reset <= now:
+        notice(f"dh: session {session_id} has no limit to wait for" if reset is None
+               else f"dh: session {session_id}'s limit has reset; resuming now")
+        return
+    notice(f"dh: waiting for session {session_id}'s limit to reset: going on at {clock_time(reset)}, "
+           f"in {span(reset - now)} · Ctrl-C stops")
+    (clock or time).sleep(reset - now)
 
 
 def resumed_headless(wrapper, session: Session, original: list[str]) -> bool:

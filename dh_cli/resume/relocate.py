@@ -135,15 +135,6 @@ def _cwd_moved(wrapper: Wrapper, plan: Relocation):
     return lambda raw: rewrite_record(raw, wrapper.carries_cwd, plan.old_cwd, plan.new_cwd)
 
 
-def _moved_here(local, session_id: str) -> bool:
-    try:
-        local.get_session(session_id)
-    except Exception:
-        return False
-    return any(e.type == events.MOVED and e.details.get("from") != e.details.get("to")
-               for e in local.events(session_id))
-
-
 def describe(plan: Relocation) -> str:
     """The line dh prints about a relocation."""
     if plan.moved:

@@ -19,6 +19,7 @@ class Attempt:
     tools: list[dict] = field(default_factory=list)
     parts_ended: list[dict] = field(default_factory=list)  # the harness's helpers dh ended
     stderr_tail: str = ""  # the end of what the harness wrote on stderr (when dh saw it)
+    limit: object = None  # the provider's limit a TUI showed at its prompt (dh then stopped it)
 
 
 def exit_signal(rc: int | None) -> int | None:

@@ -19,6 +19,13 @@ class PolicyConfig:
     # that dies at once on a bad flag ends after 4 launches and 0+1+2 s of backoff, where
     # it was relaunched 6 times over 16 s before failed starts had a limit of their own.
     start_retries: int = 3
+    # A provider's limit (WAITING): never two launches closer than limit_spacing, an unknown
+    # reset tried again after limit_spacing, then twice that... up to limit_cap; a known one
+    # waited out plus limit_margin; given up once the wait would pass limit_max_wait.
+    limit_spacing: float = 60.0
+    limit_cap: float = 900.0
+    limit_margin: float = 5.0
+    limit_max_wait: float = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -58,3 +65,17 @@ class RestartPolicy:
         if self.restarts == 0:
             return 0.0
         return min(self.config.backoff_cap, self.config.backoff_base * 2 ** (self.restarts - 1))
+
+
+def limit_wait(config: PolicyConfig, reset_at: float | None, now: float, tries: int,
+               waited: float) -> float | None:
+    """Seconds to wait before going on after a provider's limit (None: give up). reset_at
+    and now are epoch seconds; tries: limits met in a row before this one; waited: seconds
+    already spent waiting on them. Never less than limit_spacing: a harness that gives up at
+    once on a refusal is relaunched at most once per spacing."""
+    if reset_at is not None and reset_at > now:
+        delay = reset_at - now + config.limit_margin
+    else:
+        delay = min(config.limit_cap, config.limit_spacing * 2 ** tries)
+    delay = max(delay, config.limit_spacing)
+    return None if waited + delay > config.limit_max_wait else delay

@@ -26,7 +26,8 @@ from ..wrappers.base import Wrapper
 from ..worlds.log import Log
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
-from .policy import Decision, RestartPolicy
+from .policy import Decision, RestartPolicy, limit_wait
+from .waiting import clock_time, limit_words, resets, span
 from ..procs import drain
 from .seam import Clock, Procs
 from .spec import LaunchSpec, RunOptions  # noqa: F401 - re-exported
@@ -36,6 +37,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)
 SNAPSHOT_EVERY = 2.0  # seconds between looks at the harness's tool processes
 TAIL_CHARS = 300  # of the harness's stderr, in the one error line of a FATAL
+LIMIT_SETTLE = 3.0  # seconds a TUI sits still after logging a limit before dh takes it as one
 
 
 class Supervisor:
@@ -56,6 +58,8 @@ class Supervisor:
         self.attempt_note: str | None = None  # the wrapper's line for the user at the relaunch
         self.turn_at_launch = None  # the log's turn mark when this attempt started (_lingering)
         self.guardian: int | None = None  # told of the harness's parts, to end if dh dies
+        self.limits_met, self.limit_waited = 0, 0.0  # limits in a row, and the seconds waited on them
+        self.limit_looked_at = None  # the progress mark a TUI's limit was last looked for at
 
     def _restarts_so_far(self) -> int:
         """The restart counter lives in the log, so it survives dh itself restarting."""
@@ -99,10 +103,10 @@ class Supervisor:
             self.procs.dismiss_guardian(self.guardian)
 
     def _remember_world(self, link) -> None:
-        """A later plain `dh resume` asks this world first (worlds/returning.py)."""
+        """A later plain `dh resume` asks this world first (worlds/team/returning.py)."""
         remember = getattr(self.world, "remember_world", None)
         if remember is not None:
-            remember(self.session.id, getattr(link, "world_name", "postgres"), without_password(link.url))
+            remember(self.session.id, link.world, without_password(link.url))
 
     def _run(self, argv: list[str]) -> int:
         self.procs.become_subreaper()
@@ -123,6 +127,14 @@ class Supervisor:
     def _loop(self, argv: list[str]) -> int:
         while True:
             attempt = self._run_attempt(argv)
+            limit = self._limit_met(attempt)
+            if limit is not None:
+                code = self._wait_out(attempt, limit)
+                if code is not None:
+                    return code
+                argv = self._relaunch(attempt, "limited", limit)
+                continue
+            self.limits_met, self.limit_waited = 0, 0.0
             outcome = classify(attempt, self.relauncher.turn_complete(self.session), self.spec.interactive)
             decision = self.policy.after_exit(outcome, attempt.ran_for)
             ended = {"outcome": outcome, "why": why_ended(attempt, outcome)}
@@ -217,6 +229,9 @@ class Supervisor:
             self._stop(child, signal.SIGTERM, "stalled", attempt)
         elif self._lingering(child):
             self._end_lingering(child, attempt)
+        elif (limit := self._limit_at_prompt(child)) is not None:
+            attempt.limit = limit
+            self._stop(child, signal.SIGTERM, f"{limit_words(limit)} shown at its prompt", attempt)
         else:
             return False
         return True
@@ -275,20 +290,80 @@ class Supervisor:
     def _on_signal(self, signum, frame) -> None:
         self.user_signal = self.user_signal or signum
 
+    # a provider's limit -------------------------------------------------------------------
+    def _limit_met(self, attempt: Attempt):
+        """The limit the harness says ended its turn (Wrapper.limit_from, through the
+        relauncher, on the log's current turn), when it exited by itself or was a TUI dh
+        stopped at a limit; else None."""
+        if attempt.limit is not None:
+            return attempt.limit
+        if attempt.user_signal or attempt.stalled or exit_signal(attempt.rc):
+            return None
+        return self.relauncher.limit(self.session, self.clock.wall())
+
+    def _limit_at_prompt(self, child):
+        """A TUI does not exit on a limit: it shows the error and waits at its prompt. The
+        limit this attempt logged once nothing has come for LIMIT_SETTLE seconds (looked
+        for once per new progress); only when dh is to wait it out (else the user is left
+        at the prompt, as without dh)."""
+        if not self.spec.interactive or self.opts.on_limit != "wait" or not self.opts.supervise:
+            return None
+        mark = self.watchers.last_progress
+        if mark <= self.started or mark == self.limit_looked_at or self._idle(child) < LIMIT_SETTLE:
+            return None
+        self.limit_looked_at = mark
+        return self.relauncher.limit(self.session, self.clock.wall())
+
+    def _wait_out(self, attempt: Attempt, limit) -> int | None:
+        """WAITING until the limit resets (plus a margin) or, its reset unknown, the next try
+        (policy.limit_wait); None once it is time to go on. Not a restart: max_restarts and
+        the failed-start count are untouched. With --on-limit stop, or past the longest
+        wait, EXITED with the harness's code; on the user's signal, EXITED `interrupted`."""
+        now, policy = self.clock.wall(), self.opts.policy
+        delay = limit_wait(policy, limit.reset_at, now, self.limits_met, self.limit_waited)
+        self._write(events.limit(**limit.to_dict()), attempt.number)
+        name, what = self.wrapper.name, limit_words(limit)
+        if self.opts.on_limit == "stop" or not self.opts.supervise or delay is None:
+            why = ("--on-limit stop" if self.opts.on_limit == "stop" or not self.opts.supervise
+                   else f"waited {span(self.limit_waited)}, the longest allowed ({span(policy.limit_max_wait)})")
+            self._transition(states.EXITED, f"{what}; {why}", attempt.number, outcome="limited",
+                             why=limit.text)
+            self.opts.notice(f"dh: {name} hit its {what}{resets(limit.reset_at)}; stopped ({why}). "
+                             f"Go on with: dh resume {self.session.id} --at-reset")
+            return attempt.rc or 1
+        self.limits_met += 1
+        self.limit_waited += delay
+        self._transition(states.WAITING, what, attempt.number, outcome="limited", delay=round(delay, 3),
+                         until=round(now + delay, 3), tries=self.limits_met)
+        self.opts.notice(f"dh: {name} hit its {what}; going on at {clock_time(now + delay)}, in {span(delay)}"
+                         f" · Ctrl-C stops")
+        if self.opts.link and not self.opts.link.may_relaunch():
+            return self._not_mine(attempt)
+        if self._sleep(delay):
+            sig = signal.Signals(self.user_signal).name
+            self._transition(states.EXITED, "stopped", attempt.number, outcome="interrupted",
+                             why=f"dh got {sig} while waiting for the {what} to reset")
+            self.opts.notice(f"dh: stopped waiting; session {self.session.id} is resumable: "
+                             f"dh resume {self.session.id} [--at-reset]")
+            return 128 + self.user_signal
+        return None
+
     # after an attempt ---------------------------------------------------------------------
-    def _relaunch(self, attempt: Attempt, outcome: str) -> list[str]:
+    def _relaunch(self, attempt: Attempt, outcome: str, limit=None) -> list[str]:
         plan = self.relauncher.plan(self.session, self.spec, attempt.number + 1, attempt.tools)
         self.session = plan.session
         self.attempt_env, self.attempt_typed = dict(plan.env), (plan.typed, plan.ready)
         self.attempt_note = plan.note  # the wrapper's line, shown under the relaunch notice
         if hasattr(self.child, "clear"):
             self.child.clear()  # the relaunched TUI draws on a clean screen, under the notice
-        self._notice_resume(attempt, outcome, plan.kept)
+        self._notice_resume(attempt, outcome, plan.kept, limit)
         return list(plan.argv)
 
-    def _notice_resume(self, attempt: Attempt, outcome: str, kept: int) -> None:
+    def _notice_resume(self, attempt: Attempt, outcome: str, kept: int, limit=None) -> None:
         sig = exit_signal(attempt.rc)
-        if outcome == "hung":
+        if limit is not None:
+            how = f"waited out its {limit_words(limit)}"
+        elif outcome == "hung":
             how = f"hung (no progress for {self.opts.stall_timeout:g} s during a turn)"
         else:
             how = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {attempt.rc}"
@@ -351,3 +426,4 @@ class Supervisor:
     def _write(self, event: events.Event, attempt: int | None = None) -> None:
         # argv, resume plans and tool command lines: never a secret in the log
         self.world.add_event(self.session.id, event.type, scrub(event.details), attempt, event.phase)
+

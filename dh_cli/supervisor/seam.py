@@ -23,6 +23,10 @@ class Clock:
     def now(self) -> float:
         return time.monotonic()
 
+    def wall(self) -> float:
+        """Epoch seconds: the time a provider's limit resets is told in it."""
+        return time.time()
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 

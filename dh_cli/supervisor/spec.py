@@ -23,6 +23,7 @@ class RunOptions:
     continue_prompt: str = "Continue from where you left off."
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     supervise: bool = True
+    on_limit: str = "wait"  # a provider's limit: "wait" for its reset and go on, or "stop"
     notice: Callable[[str], None] = print  # one-line messages to the user (stderr)
     link: object = None  # a live world (worlds/live_world.py WorldLink): lease and replication
     local_flags: dict = field(default_factory=dict)  # harness -> this user's flags for a session from elsewhere

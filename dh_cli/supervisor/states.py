@@ -7,6 +7,10 @@
     STOPPING --(exited)-----------------> EXITED (user signal; lingering, its turn done)
                                           | BACKOFF (stall, takeover) | FATAL (no restarts left)
     any      --(the work ended, or died under --no-supervise)--> EXITED
+    STARTING | RUNNING --(exited on a provider's limit)--> WAITING | EXITED (--on-limit stop,
+                                          or waited the longest allowed)
+    WAITING  --(reset time or next try)-> STARTING (not a restart: max_restarts untouched)
+    WAITING  --(user signal)------------> EXITED (interrupted: `dh resume` goes on)
     BACKOFF  --(delay over)-------------> STARTING
     BACKOFF  --(user signal)------------> EXITED
     BACKOFF  --(lease taken or stale)---> (no relaunch here: dh exits 4, lease_lost)
@@ -22,6 +26,7 @@ BACKOFF = "BACKOFF"  # died; waiting before the next start
 EXITED = "EXITED"  # finished for good (the work ended, or the user stopped it)
 STOPPING = "STOPPING"  # dh is stopping it (user signal, or a stall)
 FATAL = "FATAL"  # too many failed starts: dh gives up and says how to resume by hand
+WAITING = "WAITING"  # the service refused the turn for a limit: waiting for it to reset
 
 ATTEMPT_STATES = (STARTING, RUNNING, STOPPING)  # the harness runs (or is being stopped)
 
@@ -31,7 +36,7 @@ ATTEMPT_STATES = (STARTING, RUNNING, STOPPING)  # the harness runs (or is being 
 # state of a live supervisor (STARTING, RUNNING, BACKOFF, STOPPING) is "running"; EXITED
 # records how the work ended (finished, stopped, crashed, hung: supervisor/attempts.py).
 _SESSION_STATE = {STOPPED: "starting", STARTING: "running", RUNNING: "running", BACKOFF: "running",
-                  STOPPING: "running", FATAL: "fatal"}
+                  STOPPING: "running", FATAL: "fatal", WAITING: "waiting"}
 
 
 def session_state(state: str, outcome: str | None = None) -> str:

@@ -1,5 +1,5 @@
 """Where snapshots live: the `ws_objects` and `ws_snapshots` tables of a world (the local log,
-migrations m025/m026; PostgreSQL, m019/m020). One small class per kind of world, with the
+migrations m025/m026; a team world, through its ws_* calls). One small class per kind of world, with the
 same methods, so the snapshotter, restore and sync never care which one they hold."""
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def checked_object(digest: str, kind: str, codec: int, data: bytes) -> bytes:
 
 
 def store_for(world):
-    """The workspace store of `world` (a LocalWorld or a PostgresWorld)."""
-    if getattr(world, "name", None) == "postgres":
-        return PgStore(world)
+    """The workspace store of `world`: a team world's (it has ws_* calls), else the log's."""
+    if hasattr(world, "ws_known"):
+        return WorldStore(world)
     return SqliteStore(world)
 
 
@@ -115,36 +115,23 @@ class SqliteStore:
         return checked_object(digest, *row)
 
 
-class PgStore:
+class WorldStore:
+    """The store of a team world: its rows through the world's ws_* calls (TeamWorld)."""
+
     def __init__(self, world):
         self.world = world
 
     def known(self, hashes: list[str]) -> set[str]:
-        rows = self.world._rows("SELECT hash FROM dh.ws_objects WHERE hash = ANY(%s)", [hashes])
-        return {r[0] for r in rows}
+        return self.world.ws_known(hashes)
 
     def put(self, objects: list[tuple], snapshots: list[Snapshot]) -> int:
-        world = self.world
-        with world._errors(), world.conn.transaction(), world.conn.cursor() as cur:
-            before = cur.execute("SELECT count(*) FROM dh.ws_objects WHERE hash = ANY(%s)",
-                                 [[o[0] for o in objects]]).fetchone()[0] if objects else 0
-            cur.executemany("INSERT INTO dh.ws_objects (hash, kind, size, codec, data) VALUES"
-                            " (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", objects)
-            cur.executemany(f"INSERT INTO dh.ws_snapshots ({', '.join(SNAPSHOT_COLUMNS)}) VALUES"
-                            f" ({', '.join(['%s'] * len(SNAPSHOT_COLUMNS))}) ON CONFLICT DO NOTHING",
-                            [s.row() for s in snapshots])
-        return len(objects) - before
+        return self.world.ws_put(objects, [s.row() for s in snapshots])
 
     def snapshots(self, session_id: str, after_seq: int = 0) -> list[Snapshot]:
-        rows = self.world._rows(
-            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM dh.ws_snapshots WHERE session_id = %s"
-            " AND seq > %s ORDER BY seq", [session_id, after_seq])
-        return [Snapshot(*r) for r in rows]
+        return [Snapshot(*r) for r in self.world.ws_snapshot_rows(session_id, after_seq)]
 
     def rows(self, hashes: list[str]) -> list[tuple]:
-        return [(h, k, s, c, bytes(d)) for h, k, s, c, d in self.world._rows(
-            "SELECT hash, kind, size, codec, data FROM dh.ws_objects WHERE hash = ANY(%s)",
-            [hashes])]
+        return self.world.ws_object_rows(hashes)
 
     def get(self, digest: str) -> bytes:
         rows = self.rows([digest])

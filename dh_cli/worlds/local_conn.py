@@ -125,13 +125,16 @@ def db_error(exc: sqlite3.Error, path: Path) -> LogDbError:
 class LocalConnection:
     """Mixed into LocalWorld: the connection (`conn`), its path and the write transaction."""
 
-    def __init__(self, path: Path | str | None = None, migrate: bool = True, create: bool = True):
+    def __init__(self, path: Path | str | None = None, migrate: bool = True, create: bool = True,
+                 read_only: bool = False):
         """`create=False` for a connection opened while a run goes on (the mirror, the shared
         mirror, the snapshot thread): a log deleted meanwhile then stays deleted, where one
-        of them made it anew and the run's end reported it "replaced" (seen once in the suite)."""
+        of them made it anew and the run's end reported it "replaced" (seen once in the suite).
+        `read_only` for views that must never write (`dh serve`): SQLite refuses any write."""
         self.path = Path(path) if path else paths.db_path()
+        self._read_only = read_only
         try:
-            self._open(migrate, create)
+            self._open(migrate and not read_only, create and not read_only)
         except sqlite3.DatabaseError as exc:
             raise db_error(exc, self.path) from None
         except OSError as exc:  # DH_HOME is a file, or a folder dh may not write
@@ -144,13 +147,14 @@ class LocalConnection:
         new = _create_private(self.path) if create else False
         info = os.stat(self.path)
         self._identity = (info.st_dev, info.st_ino)
-        where = self.path if create else f"{self.path.resolve().as_uri()}?mode=rw"  # no new file
+        mode = "ro" if self._read_only else "rw"
+        where = self.path if create else f"{self.path.resolve().as_uri()}?mode={mode}"  # no new file
         self.conn = sqlite3.connect(where, timeout=_busy_timeout(), isolation_level=None,
                                     check_same_thread=False, uri=not create)
         if new:
             self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self.conn.execute("PRAGMA foreign_keys=ON")
-        if os.access(self.path, os.W_OK):
+        if os.access(self.path, os.W_OK) and not self._read_only:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             # once a checkpoint has folded in the whole WAL, the next commit cuts the file

@@ -7,16 +7,47 @@ from typing import Iterator
 
 from .rows import STORED_RAW
 
+# Linear in the log: a session's record count from the (session_id, tool_call_id) index
+# alone, its last activity from the last record of each of its sources (an index seek per
+# source). With 10,008 sessions and 239,080 records, MAX(ts) over every record with the
+# counts joined in took 0.7 s; these per-session lookups take 0.4 s.
 _SESSION_SUMMARIES = """
-    SELECT s.id, s.harness, s.harness_session_id, s.cwd, s.state, s.attempts, s.created_at,
-           s.updated_at, COALESCE(a.records, 0) AS records,
-           COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', a.last_ts / 1000.0, 'unixepoch'), s.updated_at)
-             AS last_activity
-    FROM sessions s LEFT JOIN (SELECT session_id, COUNT(*) AS records, MAX(ts) AS last_ts
-                               FROM records GROUP BY session_id) a ON a.session_id = s.id
+    SELECT s.id, s.harness, s.harness_session_id, s.harness_version, s.cwd, s.host, s.state,
+           s.attempts, s.created_at, s.updated_at,
+           (SELECT COUNT(*) FROM records r WHERE r.session_id = s.id) AS records,
+           COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ',
+                             (SELECT MAX((SELECT r.ts FROM records r WHERE r.source_id = o.id
+                                          AND r.ts IS NOT NULL
+                                          ORDER BY r.generation DESC, r."offset" DESC LIMIT 1))
+                              FROM sources o WHERE o.session_id = s.id) / 1000.0, 'unixepoch'),
+                    s.updated_at) AS last_activity
+    FROM sessions s
     WHERE (:harness IS NULL OR s.harness = :harness) AND (:state IS NULL OR s.state = :state)
       AND (:cwd IS NULL OR s.cwd = :cwd OR s.cwd LIKE :under ESCAPE '\\')
     ORDER BY last_activity DESC, s.id DESC"""
+
+# The model calls of many sessions, as the model_calls view counts them (one read of the view
+# for the list, in place of one per session).
+_CALL_ROWS = """
+    SELECT session_id, model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),
+           COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),
+           tokens_reasoning FROM model_calls {where}"""
+
+
+_FIRST_SOURCE_PROMPTS = f"""
+    SELECT o.session_id, {STORED_RAW.replace('raw', 'r.raw').replace('packed', 'r.packed')}, r.codec
+    FROM sources o JOIN records r ON r.source_id = o.id
+    WHERE o.id IN (SELECT MIN(id) FROM sources {{where}} GROUP BY session_id)
+      AND r.kind IN ('user', 'text')
+    ORDER BY o.session_id, r.generation, r."offset"
+"""
+
+
+def _by_session(rows) -> dict[str, list[tuple]]:
+    calls: dict[str, list[tuple]] = {}
+    for session_id, *call in rows:
+        calls.setdefault(session_id, []).append(tuple(call))
+    return calls
 
 
 class LocalViews:
@@ -38,6 +69,27 @@ class LocalViews:
         return self.conn.execute(
             f"SELECT {STORED_RAW}, codec FROM records WHERE session_id = ? AND kind IN ('user', 'text')"
             " ORDER BY source_id, generation, \"offset\" LIMIT ?", [session_id, limit])
+
+    def first_source_prompts(self, session_ids: list[str] | None = None) -> Iterator[tuple]:
+        """(session id, raw as stored, codec) of the user and text records of each session's
+        first source (every session's, or those named), a session's rows together in order:
+        one query for a list, where one per session took 0.5 s for 10,008 sessions."""
+        where, args = "", []
+        if session_ids is not None:
+            where, args = f"WHERE session_id IN ({', '.join('?' * len(session_ids))})", session_ids
+        return self.conn.execute(_FIRST_SOURCE_PROMPTS.format(where=where), args)
+
+    def calls_by_session(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
+        """session id -> (model, then the counts of tokens.KINDS) of each of its model calls:
+        every session's, or those named."""
+        if session_ids is None:
+            return _by_session(self.conn.execute(_CALL_ROWS.format(where="")))
+        found: dict[str, list[tuple]] = {}
+        for at in range(0, len(session_ids), 500):  # SQLite's limit on bound values
+            part = session_ids[at:at + 500]
+            where = f"WHERE session_id IN ({', '.join('?' * len(part))})"
+            found.update(_by_session(self.conn.execute(_CALL_ROWS.format(where=where), part)))
+        return found
 
     def ts_range(self, session_id: str) -> tuple[int | None, int | None]:
         """The first and last record time of the session (epoch ms)."""
@@ -70,3 +122,59 @@ class LocalViews:
         return self.conn.execute(
             "SELECT MAX(\"offset\") FROM records WHERE source_id = ? AND generation = ?"
             " AND turn_start = 1", [source_id, generation]).fetchone()[0]
+
+    # what `dh serve` follows ----------------------------------------------------------------
+    def records_after(self, session_id: str, after_id: int, limit: int) -> tuple[list[tuple], int]:
+        """(id, kind, ts, raw as stored, codec) of the session's records with an id above
+        `after_id`, in id order (the order they were committed), and the id to read after
+        next time: the log's largest id at this read once every record up to it was handed
+        out (ids grow in commit order: one writer at a time). Walked by the primary key (the
+        session's own index would sort all its records at each read)."""
+        top = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
+        start = after_id
+        if not after_id:  # from the start: from just before the session's first record
+            first = self.conn.execute("SELECT MIN(id) FROM records WHERE session_id = ?",
+                                      [session_id]).fetchone()[0]
+            start = (first or top + 1) - 1
+        rows = self.conn.execute(
+            f"SELECT id, kind, ts, {STORED_RAW}, codec FROM records"
+            " WHERE id > ? AND id <= ? AND +session_id = ? ORDER BY id LIMIT ?",
+            [start, top, session_id, limit]).fetchall()
+        return rows, rows[-1][0] if len(rows) == limit else top
+
+    def attempt_rows(self, session_id: str) -> list[dict]:
+        """The session's rows of the `attempts` view, in order."""
+        cursor = self.conn.execute("SELECT * FROM attempts WHERE session_id = ? ORDER BY attempt",
+                                   [session_id])
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor]
+
+    def last_ids(self, session_id: str) -> tuple[int, int]:
+        """(the log's largest record id, the session's last event seq)."""
+        return self.conn.execute(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM records),"
+            " (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?)", [session_id]).fetchone()
+
+    def change_stamp(self) -> tuple:
+        """Changes whenever a session, record or event is added or a session's row changes."""
+        return self.conn.execute(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT MAX(updated_at) FROM sessions),"
+            " (SELECT MAX(id) FROM records), (SELECT MAX(rowid) FROM events)").fetchone()
+
+    def harness_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT harness FROM sessions ORDER BY 1")]
+
+    def turns_and_kept(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """session id -> (its turns, the finished calls its resumes kept), for a page of a list:
+        turns as the records that open one in each source's latest generation."""
+        marks = ", ".join("?" * len(session_ids))
+        turns = dict(self.conn.execute(
+            f"SELECT r.session_id, COUNT(DISTINCT COALESCE(r.native_id, r.id)) FROM records r"
+            f" WHERE r.session_id IN ({marks}) AND r.turn_start = 1 AND r.generation ="
+            " (SELECT MAX(x.generation) FROM records x WHERE x.source_id = r.source_id)"
+            " GROUP BY r.session_id", session_ids))
+        kept = dict(self.conn.execute(
+            f"SELECT session_id, SUM(json_extract(details, '$.kept')) FROM events"
+            f" WHERE session_id IN ({marks}) AND type = 'resume_plan' GROUP BY session_id", session_ids))
+        return {sid: (turns.get(sid, 0), kept.get(sid) or 0) for sid in session_ids}
+

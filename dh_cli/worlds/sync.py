@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
+from .. import events
 from ..errors import UsageError
 from ..models import Source
 from ..workspace import copy_workspace
@@ -28,18 +29,24 @@ from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
-REMOTE_WORLDS = ("postgres",)
 
 
 def open_remote(name: str, url: str | None = None) -> World:
-    """The world named on the command line (only `postgres` so far)."""
-    if name not in REMOTE_WORLDS:
-        raise UsageError(f"unknown world {name!r}", hint="the world to sync with is: postgres")
-    from ..config import load  # the settings are checked too (DH_WORLD=mars is an error)
-    from .postgres import PostgresWorld  # psycopg loads only when a command needs it
+    """The team world named on the command line (worlds/team/: the registry)."""
+    from .team import open_world
 
-    configured = load().settings.postgres_url  # $DH_POSTGRES_URL…, else config.toml's postgres_url
-    return PostgresWorld(url or configured)
+    return open_world(name, url)
+
+
+def moved_here(local, session_id: str) -> bool:
+    """Whether this log moved the session elsewhere (`dh resume --cwd`): the world may still
+    hold it as it was before the move, and a pull must not bring that back."""
+    try:
+        local.get_session(session_id)
+    except Exception:
+        return False
+    return any(e.type == events.MOVED and e.details.get("from") != e.details.get("to")
+               for e in local.events(session_id))
 
 
 @dataclass

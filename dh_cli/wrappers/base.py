@@ -12,6 +12,7 @@ from ..models import Parsed, Record, ToolCall
 from .decode import (MAX_DEPTH, first_record, load_json, regular_file, text_of,  # noqa: F401
                      too_deep)  # (re-exported: the wrappers' shared decoding)
 from .identity import file_mark, pick_launched, same_dir
+from .limits import Limit
 from .record_row import checked, epoch_ms, search_text, to_record  # noqa: F401 - re-exported
 from .relaunch import Relaunch  # noqa: F401 - part of the wrapper interface
 
@@ -240,6 +241,22 @@ class Wrapper:
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
         raise NotImplementedError
+
+    def limit_from(self, records: list[Record], now: float) -> Limit | None:
+        """The provider's limit that ended the current turn (`records`, as the log has
+        them), when the harness's own records say so and nothing came after it; `now`
+        (epoch seconds) places a wall-clock reset time the harness printed. None: no
+        limit, or a harness that waits a limit out by itself (see each wrapper)."""
+        return None
+
+    @staticmethod
+    def last_rows(records: list[Record], kinds) -> dict | None:
+        """The last record whose `type` is one of kinds, as an object (None if there is none)."""
+        for record in reversed(records):
+            obj, _ = load_json(record.raw)
+            if isinstance(obj, dict) and obj.get("type") in kinds:
+                return obj
+        return None
 
     def subagent_calls(self, files: dict[str, bytes]) -> dict[str, str]:
         """Which tool call started each subagent source: {subagent relpath: call id}, read

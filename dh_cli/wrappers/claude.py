@@ -36,6 +36,7 @@ from .claude_prompts import (LOST, RESENT, clear_startup_only, latest_ms, projec
                              unsent_prompt)
 from .claude_repair import repair_lines
 from .identity import modified_since
+from .limits import Limit, limit, reset_after
 
 META_TYPES = {"queue-operation", "last-prompt", "mode", "attachment", "file-history-snapshot",
               "custom-title", "ai-title", "progress", "permission-mode", "tag", "agent-name"}
@@ -55,7 +56,23 @@ VARIADIC_FLAGS = frozenset({"--allowedTools", "--allowed-tools", "--disallowedTo
 RESUMING_FLAGS = {"--resume", "-r", "--continue", "-c"}
 # flags that pick or fork the session: a relaunch names the session itself instead
 SESSION_FLAGS = RESUMING_FLAGS | {"--session-id", "--fork-session", "--resume-session-at"}
+# Claude Code's names of a plan's limits (its binary's strings, 2.1.197/2.1.332): the words of
+# "You've hit your <name>" -> (the limit as the service names it, dh's label)
+PLAN_LIMITS = {"session limit": ("five_hour", "5-hour"), "weekly limit": ("seven_day", "weekly"),
+               "opus limit": ("seven_day_opus", "weekly Opus"), "sonnet limit": ("seven_day_sonnet", "weekly Sonnet"),
+               "monthly spend limit": ("monthly_spend", "monthly spend"), "usage limit": ("usage", "usage")}
 MAX_SLUG = 200
+
+
+def _plan_limit(text: str) -> tuple[str, str]:
+    """(which, label) of a limit row's text: the plan's limit it names, else the API's rate limit."""
+    lower = text.lower()
+    if "you've hit your " in lower:
+        named = lower.split("you've hit your ", 1)[1]
+        for words, found in PLAN_LIMITS.items():
+            if named.startswith(words):
+                return found
+    return "rate_limit", "rate"
 
 
 def claude_usage(usage: dict) -> dict:
@@ -233,6 +250,30 @@ class ClaudeWrapper(Wrapper):
             return False
         last = turns[-1]
         return last.kind == "assistant" and (last.stop_reason in FINAL_STOPS or last.synthetic)
+
+    def limit_from(self, records: list[Record], now: float) -> Limit | None:
+        """Claude Code (2.1.197 and 2.1.332, `-p` with an API key, against a loopback server
+        answering 429 `rate_limit_error` with `retry-after` and the unified headers
+        `anthropic-ratelimit-unified-status: rejected`, `-reset`, `-representative-claim`):
+        - a `retry-after` of 30 s is waited out by Claude itself (a stream-json `system`
+          `api_retry` line, `retry_delay_ms: 30000`; the next request went through and the
+          turn completed, exit 0): no limit for dh;
+        - with `retry-after: 400` (or 3600) it makes one request, writes a synthetic
+          assistant row (`model: "<synthetic>"`, `"error": "rate_limit"`; 2.1.332 adds
+          `isApiErrorMessage`, `apiErrorStatus: 429`, `apiErrorType`) with the text "API
+          Error: Request rejected (429) · This request would exceed your account's rate
+          limit. Please try again later.", prints a result with `is_error: true,
+          api_error_status: 429` and exits 1. No reset time is written anywhere.
+        - Signed in to a plan, the same row carries the plan's text instead (from the
+          binary, not run here): "You've hit your session limit · resets 3pm (Europe/Paris)",
+          "weekly limit", "Opus limit", … with the reset as a local time to the minute
+          ("3:30pm"), or "Dec 5, 3pm" beyond a day; that reset is read."""
+        row = self.last_rows(records, ("user", "assistant"))
+        if row is None or row.get("type") != "assistant" or row.get("error") != "rate_limit":
+            return None
+        text = text_of((row.get("message") or {}).get("content"))
+        which, label = _plan_limit(text)
+        return limit(which, label, reset_after(text, ("resets",), now), "transcript: assistant error rate_limit", text)
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS

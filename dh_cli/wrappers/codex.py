@@ -26,11 +26,12 @@ from pathlib import Path
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from ..tokens import counts, whole
-from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, split_args,
-                   text_of)
+from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, regular_file,
+                   split_args, text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
 from .identity import modified_since, same_dir
+from .limits import Limit, limit, reset_after
 
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
@@ -207,6 +208,32 @@ class CodexWrapper(Wrapper):
                 return False
         return False
 
+    def limit_from(self, records: list[Record], now: float) -> Limit | None:
+        """Codex 0.171.0 (`exec --json`, `request_max_retries = 0` as the tests configure it;
+        Codex's own default retries a 429 four times first):
+        - the ChatGPT-plan 429 `{"error":{"type":"usage_limit_reached","resets_at":…,
+          "resets_in_seconds":…}}`: no retry; it prints `{"type":"error","message":"You’ve
+          hit your usage limit. … try again at 2:16 PM."}` and `turn.failed`, writes a
+          `task_complete` event whose `error` is that message with `"codex_error_info":
+          "usage_limit_exceeded"`, and exits 1. The reset is only in the message, as a local
+          time rounded down to the minute ("%-I:%M %p", or "%b %-d %-I:%M %p" on another
+          day); its `token_count` events' `rate_limits` stay null against this server.
+        - the API's 429 `rate_limit_exceeded` with `retry-after`: "exceeded retry limit, last
+          status: 429 Too Many Requests" in the same two places, `codex_error_info:
+          {"response_too_many_failed_attempts": {"http_status_code": 429}}`, exit 1; no reset."""
+        payload = _last_step(records)
+        error = payload.get("error") if payload.get("type") == "task_complete" else None
+        if not isinstance(error, dict):
+            return None
+        info, text = error.get("codex_error_info"), str(error.get("message") or "")
+        if info == "usage_limit_exceeded":
+            return limit(info, "usage", reset_after(text, ("try again at",), now),
+                         "rollout: task_complete error", text)
+        failed = info.get("response_too_many_failed_attempts") if isinstance(info, dict) else None
+        if isinstance(failed, dict) and failed.get("http_status_code") == 429:
+            return limit("rate_limit", "rate", None, "rollout: task_complete error", text)
+        return None
+
     @staticmethod
     def _final_response(before: list[Parsed]) -> bool:
         """The items of the response whose usage record follows `before`."""
@@ -302,6 +329,16 @@ class CodexWrapper(Wrapper):
         if at is None or any(_is_user_message(r) for r in rows[at + 1:]):
             return []
         return [json_line(_output_record(rows, rows[at], text))]
+
+
+def _last_step(records: list[Record]) -> dict:
+    """The payload of the rollout's last item or event that is not a token count."""
+    for record in reversed(records):
+        obj, _ = load_json(record.raw)
+        payload = obj.get("payload") if isinstance(obj, dict) else None
+        if isinstance(payload, dict) and payload.get("type") != "token_count":
+            return payload
+    return {}
 
 
 def _is_call(row: dict, call_id: str) -> bool:

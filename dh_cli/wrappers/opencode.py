@@ -14,7 +14,12 @@ What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and wha
 - `event`/`event_sequence`: mirrored, not restored: import writes none and a resume did
   not miss them;
 - `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
-  With the data, state and cache dirs deleted, the import and the todo rows were enough."""
+  With the data, state and cache dirs deleted, the import and the todo rows were enough.
+
+A provider's limit (1.18.33, Chat Completions, a loopback server answering 429
+`rate_limit_exceeded` with `retry-after: 30`): OpenCode waits it out itself, retries after
+the 30 s, and the turn completed (exit 0); nothing about it was written to the session's
+rows. dh sees no limit (`limit_from` is None)."""
 
 from __future__ import annotations
 

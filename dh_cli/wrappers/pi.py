@@ -5,7 +5,14 @@ What `pi --session <file>` reads (0.73.1 and 1.6.0), and what dh does: the sessi
 (its header's cwd must exist; provider and model come back from it): mirrored, rebuilt
 (re-serialized lines are accepted too). `models.json` and `settings.json` are the user's
 config; `auth.json` is made anew (`{}`). With the agent dir deleted but `models.json`, the
-rebuilt file resumed the conversation."""
+rebuilt file resumed the conversation.
+
+A provider's limit (0.73.1 on the Anthropic Messages API, a loopback server answering 429
+`rate_limit_error` with `retry-after` and the unified headers): Pi waits it out itself, in
+its process, writing nothing meanwhile. With `retry-after: 30` the next request came 30 s
+later and the turn completed (exit 0); with `retry-after: 400` no request came in the 90 s
+watched and nothing was written or printed. So dh sees no limit (`limit_from` is None); a
+`--stall-timeout` shorter than the provider's wait would take that silence for a hang."""
 
 from __future__ import annotations
 

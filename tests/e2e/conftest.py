@@ -102,7 +102,8 @@ E2E_NODES = "tests/e2e/"  # node ids are relative to the project's root (pyproje
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """A harness whose newest release is its pinned one runs once: its `newest` items are
-    deselected (Codex 0.171.0 and OpenCode 1.18.33 have no newer release here)."""
+    deselected (Codex 0.171.0 and OpenCode 1.18.33 have no newer release here); so are the
+    items of a set a test's `version_sets` marker leaves out (a slow case run once)."""
     same = {h for h, package in install.NEWEST.items() if package == install.PACKAGES[h]}
     keep, dropped = [], []
     for item in items:
@@ -112,7 +113,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("e2e"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         harnesses = {params["harness"]} if "harness" in params else set(_marked(item))
+        only = item.get_closest_marker("version_sets")
         if params.get("version_set") == "newest" and harnesses and harnesses <= same:
+            dropped.append(item)
+        elif only and params.get("version_set") not in only.args:
             dropped.append(item)
         else:
             keep.append(item)

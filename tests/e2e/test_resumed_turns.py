@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_real_harnesses import (STALL_SCRIPT, RUN_TIMEOUT, finish, launched_pid, logged,
-                                           spawn_dh)
+from tests.helpers.real_runs import (RUN_TIMEOUT, STALL_SCRIPT, finish, launched_pid, logged,
+                                     spawn_dh)
 from tests.rig import HARNESSES
 from tests.resumed import check_resumed_log
 

@@ -1,16 +1,16 @@
 """Takeover by another machine (issue 15) and its workspace (issue 16), over the REAL harness
-CLIs headless (Claude Code and Pi; pinned and newest releases) and a real PostgreSQL.
+CLIs headless (Claude Code and Pi; pinned and newest releases) and each real team world server
+(PostgreSQL, Redis).
 
 "Machine A" and "machine B" are two DH_HOMEs and two sets of harness homes on this host, both
-pointed at one FakeModelServer. A runs `dh run … --world postgres`; B runs `dh worker --world
-postgres`. A's dh and its harness's process group are SIGKILLed while a model reply is
+pointed at one FakeModelServer. A runs `dh run … --world W`; B runs `dh worker --world W`. A's dh and its harness's process group are SIGKILLed while a model reply is
 stalled (once what the test relies on is logged and in the world: Claude Code can send the
 next request before it writes the rows of the step before it). Then:
-- B claims the session within TTL + 3 s and the turn completes on B; every completed reply
+- B claims the session (how soon: bench/bench_live_world.py) and the turn completes on B; every completed reply
   was requested exactly once, every tool step ran once;
-- A's `dh resume S` (no --world: its configured world is postgres) refuses, naming B; once B
-  finished, A's plain `dh resume S` with no world configured asks the world the session
-  replicated to, launches nothing and says where the session went;
+- A's `dh resume S` (no --world: its configured world is the team world) refuses, naming B;
+  once B finished, A's plain `dh resume S` with no world configured asks the world the
+  session replicated to, launches nothing and says where the session went;
 - the world holds every record either machine wrote, and `dh log rebuild` from the world
   gives the native bytes B has;
 - with A's checkout and harness home deleted (Claude Code), B's worker restores the files of
@@ -29,16 +29,17 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli import events
 from tests.fakes.model_server import FakeModelServer, tool_results
 from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
-from tests.pg import lease_epoch, pg_url  # noqa: F401  (pg_url: a fixture)
 from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
+from tests.helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
 
-from .test_real_harnesses import RUN_TIMEOUT, launched_pid, logged
-from .test_workspace_e2e import SCRIPT as FILES_SCRIPT
-from .test_workspace_e2e import rig_on as machine  # a machine: its own homes, the real configs
+from tests.helpers.real_runs import RUN_TIMEOUT, launched_pid, logged
+from tests.helpers.workspace_runs import SCRIPT as FILES_SCRIPT
+from tests.helpers.workspace_runs import rig_on as machine  # a machine: its own homes, the real configs
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.usefixtures("nothing_left")]
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("nothing_left")]
 
 TTL = 5  # seconds: short for the test, long enough for renewals on a loaded machine
 R = SCRIPT["replies"]
@@ -69,14 +70,8 @@ def wait(predicate, timeout: float, what: str, step: float = 0.1):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def remote(url: str):
-    from dh_cli.worlds.postgres import PostgresWorld
-
-    return PostgresWorld(url)
-
-
-def world_raw(url: str, sid: str) -> dict[str, list[bytes]]:
-    world = remote(url)
+def world_raw(team: Team, sid: str) -> dict[str, list[bytes]]:
+    world = team.open()
     try:
         return {s.relpath: [r.raw for r in world.read_records(sid, s.relpath)]
                 for s in world.sources(sid)}
@@ -96,14 +91,14 @@ def the_session(rig: Rig) -> str:
     return wait(lambda: [s["id"] for s in rig.world().list_sessions()], 60, "A's session")[0]
 
 
-def in_the_world(rig: Rig, url: str, sid: str) -> dict[str, list[bytes]]:
+def in_the_world(rig: Rig, team: Team, sid: str) -> dict[str, list[bytes]]:
     """Until the world holds every record A's log holds (what A never committed is not the
     world's to keep); those records. A's log may take one more before the kill (Claude Code
     2.1.332 writes an `api-request` record as it asks the model), which A, killed, may never
     send: what the world is held to is what it was seen to hold."""
     def held() -> dict[str, list[bytes]] | None:
         mine = local_raw(rig, sid)
-        return mine if mine and world_raw(url, sid) == mine else None
+        return mine if mine and world_raw(team, sid) == mine else None
     return wait(held, 60, "A's records in the world")
 
 
@@ -118,8 +113,8 @@ def kill_machine(rig: Rig, dh: subprocess.Popen) -> float:
     return time.monotonic()
 
 
-def state_in_world(url: str, sid: str) -> str | None:
-    world = remote(url)
+def state_in_world(team: Team, sid: str) -> str | None:
+    world = team.open()
     try:
         return world.get_session(sid).state
     finally:
@@ -133,42 +128,41 @@ def stop_worker(rig: Rig, worker: subprocess.Popen) -> str:
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "pi"])
-def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed, pg_url, harness):
+def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed, team, harness):
     server = FakeModelServer(TAKEOVER_SCRIPT).start()
     try:
         a, b = machine(tmp_path / "A", server, installed), machine(tmp_path / "B", server, installed)
-        worker = background(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL))
-        run = background(a, "run", harness, "--world", "postgres", "--url", pg_url, "--lease-ttl",
+        worker = background(b, "worker", "--world", team.name, "--url", team.url, "--lease-ttl", str(TTL))
+        run = background(a, "run", harness, "--world", team.name, "--url", team.url, "--lease-ttl",
                          str(TTL), "--", *HEADLESS_ARGS[harness]("Create the files."))
         server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
         # the step before the stalled call must be logged (Claude Code may ask first, write later)
         wait(lambda: logged(a, "tool_result") >= 1, 60, "reply #0's tool result in A's log")
         sid = the_session(a)
-        written_by_a = in_the_world(a, pg_url, sid)
+        written_by_a = in_the_world(a, team, sid)
         killed = kill_machine(a, run)
         asked = len(server.main_requests())
 
-        wait(lambda: lease_epoch(pg_url, sid) == 2, TTL + 30, f"B's claim; worker: {err_of(b, 'worker')}")
-        claimed = time.monotonic() - killed
-        assert claimed <= TTL + 3, f"B claimed the session {claimed:.1f} s after the kill"
+        wait(lambda: team.lease_epoch(sid) == 2, TTL + 30, f"B's claim; worker: {err_of(b, 'worker')}")
+        claimed = time.monotonic() - killed  # shown, not bounded: bench/bench_live_world.py times it
         wait(lambda: len(server.main_requests()) > asked, RUN_TIMEOUT, "B's first model request")
         first_request = time.monotonic() - killed
-        print(f"{harness}: claimed {claimed:.1f} s, first model request on B {first_request:.1f} s "
+        print(f"{harness} on {team.name}: claimed {claimed:.1f} s, first model request on B {first_request:.1f} s "
               f"after the kill (TTL {TTL} s)")
 
         # A restarted while B holds the session: refused, naming the holder, nothing written
-        a.env.update(DH_WORLD="postgres", DH_POSTGRES_URL=pg_url)
+        a.env.update(DH_WORLD=team.name, **{f"DH_{team.name.upper()}_URL": team.url})
         refused = a.dh("resume", sid)
         assert refused.returncode == 4, refused.stderr.decode()
         assert b"held in the world by dh on" in refused.stderr, refused.stderr.decode()
 
-        wait(lambda: state_in_world(pg_url, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
+        wait(lambda: state_in_world(team, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
         shown = stop_worker(b, worker)
 
         # A comes back once B finished: its plain resume, no world in its config, asks the
         # world the session replicated to, launches nothing and says where the session went
         del a.env["DH_WORLD"]
-        wait(lambda: lease_free(pg_url, sid), TTL + 30, "B's lease to end")
+        wait(lambda: lease_free(team, sid), TTL + 30, "B's lease to end")
         asked, launches = len(server.main_requests()), launched_count(a, sid)
         back = a.dh("resume", sid)
         assert back.returncode == 4, back.stderr.decode()
@@ -182,18 +176,18 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
     assert server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}, server.completed_counts()
     assert (a.proj / "steps.log").read_text() == "step0\n"  # the tool step ran once
     assert (a.proj / "a.txt").read_text() == "alpha\n"
-    in_world, on_b = world_raw(pg_url, sid), local_raw(b, sid)
+    in_world, on_b = world_raw(team, sid), local_raw(b, sid)
     assert in_world == on_b  # everything B wrote (and pulled) is in the world
     for relpath, raws in written_by_a.items():  # and everything A wrote
         assert set(raws) <= {r for rs in in_world.values() for r in rs}, relpath
     assert any(b"All done." in r for rs in in_world.values() for r in rs)
-    check_rebuild_from_the_world(tmp_path, server, installed, pg_url, b, sid)
+    check_rebuild_from_the_world(tmp_path, server, installed, team, b, sid)
 
 
-def lease_free(url: str, sid: str) -> bool:
-    from dh_cli.worlds.takeover import seconds_left
+def lease_free(team: Team, sid: str) -> bool:
+    from dh_cli.worlds.team.takeover import seconds_left
 
-    world = remote(url)
+    world = team.open()
     try:
         return seconds_left(world, sid) is None
     finally:
@@ -201,14 +195,14 @@ def lease_free(url: str, sid: str) -> bool:
 
 
 def launched_count(rig: Rig, sid: str) -> int:
-    return sum(e.type == "launched" for e in rig.world().events(sid))
+    return sum(e.type == events.LAUNCHED for e in rig.world().events(sid))
 
 
-def check_rebuild_from_the_world(tmp_path, server, installed, url: str, b: Rig, sid: str) -> None:
+def check_rebuild_from_the_world(tmp_path, server, installed, team: Team, b: Rig, sid: str) -> None:
     """A third home pulls the session and rebuilds it: the bytes of B's native file."""
     native = Path(b.world().get_session(sid).native_path)
     c = machine(tmp_path / "C", server, installed)
-    pulled = c.dh("world", "pull", "postgres", "--url", url, timeout=120)
+    pulled = c.dh("world", "pull", team.name, "--url", team.url, timeout=120)
     assert pulled.returncode == 0, pulled.stderr.decode()
     out = tmp_path / "rebuilt"
     rebuilt = c.dh("log", "rebuild", sid, "--to", str(out), timeout=120)
@@ -217,10 +211,10 @@ def check_rebuild_from_the_world(tmp_path, server, installed, url: str, b: Rig, 
     assert copy.read_bytes() == native.read_bytes()
 
 
-def snapshot_step(url: str, sid: str) -> str | None:
+def snapshot_step(team: Team, sid: str) -> str | None:
     from dh_cli.workspace.restore import pick
 
-    world = remote(url)
+    world = team.open()
     try:
         snap = pick(world, sid)
         return snap.step if snap else None
@@ -229,7 +223,7 @@ def snapshot_step(url: str, sid: str) -> str | None:
 
 
 @pytest.mark.harnesses("claude-code")
-def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, pg_url):
+def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, team):
     """Issue 16 through `dh worker`: files written and edited over several tool calls on A;
     A dies while a later call stalls and its checkout and harness home are deleted; B's
     worker restores the checkout from the world's snapshot of the last completed step, byte
@@ -237,15 +231,15 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, pg_url)
     server = FakeModelServer(FILES_SCRIPT).start()
     try:
         a, b = machine(tmp_path / "A", server, installed), machine(tmp_path / "B", server, installed)
-        run = background(a, "run", "claude-code", "--world", "postgres", "--url", pg_url,
+        run = background(a, "run", "claude-code", "--world", team.name, "--url", team.url,
                          "--lease-ttl", str(TTL), "--", *HEADLESS_ARGS["claude-code"]("Make the notes."))
         server.wait_for(lambda log: any(e.get("reply_index") == 3 for e in log), timeout=RUN_TIMEOUT)
         # the third tool result logged (Claude Code writes in batches), and the snapshot after
         # it (the second write) in the world: the last completed step
         wait(lambda: logged(a, "tool_result") >= 3, 60, "three tool results in A's log")
         sid = the_session(a)
-        wait(lambda: snapshot_step(pg_url, sid) == "toolu_002", 60, "the last step's snapshot in the world")
-        in_the_world(a, pg_url, sid)
+        wait(lambda: snapshot_step(team, sid) == "toolu_002", 60, "the last step's snapshot in the world")
+        in_the_world(a, team, sid)
         expected = {p: (a.proj / p).read_bytes() for p in ("notes/a.txt", "data/b.txt")}
         assert expected["notes/a.txt"] == b"alpha, edited\n"
         kill_machine(a, run)
@@ -253,8 +247,9 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, pg_url)
         shutil.rmtree(a.tmp / ".claude")
         asked = len(server.main_requests())
 
-        worker = background(b, "worker", "--url", pg_url, "--lease-ttl", str(TTL), cwd=b.proj)
-        wait(lambda: state_in_world(pg_url, sid) == "finished", RUN_TIMEOUT,
+        worker = background(b, "worker", "--world", team.name, "--url", team.url, "--lease-ttl",
+                            str(TTL), cwd=b.proj)
+        wait(lambda: state_in_world(team, sid) == "finished", RUN_TIMEOUT,
              f"the turn to finish on B; worker: {err_of(b, 'worker')}")
         shown = stop_worker(b, worker)
     finally:
@@ -268,9 +263,9 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, pg_url)
     assert results[1][-1][1].strip() == "alpha, edited"  # `cat notes/a.txt` on B: the edit
     assert results[2][-1][1].strip() == "one"  # `cat data/b.txt` found the restored file
     assert server.rebilled() == 0, server.completed_counts()
-    world = remote(pg_url)
+    world = team.open()
     try:
-        restored = [e.details for e in world.events(sid) if e.type == "workspace"]
+        restored = [e.details for e in world.events(sid) if e.type == events.WORKSPACE]
         assert restored and set(restored[0]["restored"]["written"]) == set(expected), restored
         assert any(b"All done." in r.raw for s in world.sources(sid)
                    for r in world.read_records(sid, s.relpath))

@@ -23,36 +23,10 @@ from tests.fakes.model_server import FakeModelServer, tool_results
 from tests.pg import pg_url  # noqa: F401  (fixture)
 from tests.rig import HEADLESS_ARGS, Rig
 
-from .conftest import UNSET, real_env, write_real_configs
+from tests.helpers.workspace_runs import LARGE, SCRIPT, SECRET, rig_on
 from tests.helpers.real_runs import RUN_TIMEOUT, finish, launched_pid, logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-SECRET = b"secret-4242-do-not-store"
-LARGE = 11_000_000  # over the 10 MiB default limit
-SHELL = ("mkdir -p data && printf 'one\\n' > data/b.txt && "
-         f"printf %s {__import__('base64').b64encode(SECRET).decode()} | base64 -d > .env && "
-         f"yes Q | head -c {LARGE} > big.dat")
-SCRIPT = {"replies": [
-    {"text": "Writing the notes.", "write": {"path": "notes/a.txt", "content": "alpha\n"}},
-    {"shell": SHELL},
-    {"write": {"path": "notes/a.txt", "content": "alpha, edited\n"}},
-    # a shell `cat`, not Read: Claude Code answers a Read of a file it wrote itself and that is
-    # unchanged since with "Wasted call — file unchanged since your last Read"
-    {"shell": "cat notes/a.txt", "delay_s": 60, "delay_times": 1},
-    {"shell": "cat data/b.txt"},
-    {"text": "All done."},
-]}
-
-
-def rig_on(tmp: Path, server: FakeModelServer, installed) -> Rig:
-    tmp.mkdir()
-    rig = Rig(tmp, server, bin_dir=tmp / "bin", extra_env=real_env(installed, tmp))
-    for name in UNSET:
-        rig.env.pop(name, None)
-    write_real_configs(rig, installed)
-    return rig
-
 
 def wait_for_results(rig: Rig, count: int, timeout: float = 40) -> None:
     deadline = time.monotonic() + timeout
@@ -144,7 +118,7 @@ def check_never_stored(rig: Rig, pg_url: str | None) -> None:
     assert not holds(stored, secret_hash) and not holds(stored, b"Q\nQ\nQ\nQ\nQ\nQ\nQ\nQ\n" * 64)
     assert all(size < LARGE for _, size in objects_in(rig))
     if pg_url:
-        from dh_cli.worlds.postgres import PostgresWorld
+        from dh_cli.worlds.team.postgres import PostgresWorld
 
         remote = PostgresWorld(pg_url)
         stored = world_bytes(remote)

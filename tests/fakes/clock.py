@@ -11,12 +11,17 @@ import itertools
 class FakeClock:
     def __init__(self, start: float = 1000.0):
         self.t = start
+        self.epoch = 1_796_000_000.0 - start  # wall() = epoch + now()
         self._timers: list = []
         self._order = itertools.count()
         self.waited: list[float] = []  # every wait_fds/sleep asked for, in seconds
 
     def now(self) -> float:
         return self.t
+
+    def wall(self) -> float:
+        """Epoch seconds, moving with now()."""
+        return self.epoch + self.t
 
     def after(self, delay: float, fn) -> None:
         heapq.heappush(self._timers, (self.t + delay, next(self._order), fn))

@@ -9,6 +9,10 @@ Design:
 * Abstract script steps (`shell`/`write`/`read`) are mapped onto the tools the request offers.
 * Every request is logged on arrival (before any stall), then `response_done`/`response_aborted`.
   Stalls poll the client socket so a killed client is seen at once, and end on `.stop()`.
+* A limit window (`limit_window`, `POST /_limit`): from the Nth main request on, every model
+  request is refused for a span of seconds with a provider's limit answer (LIMIT_STYLES), the
+  way the Anthropic API, the OpenAI API and ChatGPT-plan Codex answer one; logged
+  `response_refused`, never a delivery.
 * Run `python -m tests.fakes.model_server --script F --port-file F [--log F]` for a separate process.
 """
 
@@ -51,6 +55,59 @@ def replies_of(script: dict | list) -> list[dict]:
 
 def side_text_of(script: dict | list) -> str:
     return script.get("side_text", "ok") if isinstance(script, dict) else "ok"
+
+
+# ---------------------------------------------------------------- limit answers
+
+LIMIT_STYLES = ("anthropic", "openai", "usage")
+
+
+def limit_answer(style: str, left: float, now: float) -> tuple[int, dict, dict]:
+    """(status, headers, body) of a limit refusal with `left` seconds until it resets:
+    `anthropic`, the Messages API's 429 with the unified rate-limit headers a subscription
+    gets; `openai`, the OpenAI API's 429 `rate_limit_exceeded`; `usage`, the ChatGPT-plan
+    429 `usage_limit_reached` that Codex receives."""
+    wait = max(1, int(left + 0.999))
+    reset = int(now + wait)
+    if style == "anthropic":
+        headers = {"retry-after": str(wait), "anthropic-ratelimit-unified-status": "rejected",
+                   "anthropic-ratelimit-unified-reset": str(reset),
+                   "anthropic-ratelimit-unified-representative-claim": "five_hour"}
+        return 429, headers, {"type": "error", "error": {
+            "type": "rate_limit_error",
+            "message": "This request would exceed your account's rate limit. Please try again later."}}
+    if style == "openai":
+        return 429, {"retry-after": str(wait)}, {"error": {
+            "message": f"Rate limit reached for requests. Please try again in {wait}s.",
+            "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+    if style == "usage":
+        return 429, {}, {"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached",
+                                   "plan_type": "plus", "resets_at": reset, "resets_in_seconds": wait}}
+    raise ValueError(f"unknown limit style {style!r} (one of {', '.join(LIMIT_STYLES)})")
+
+
+@dataclass
+class LimitWindow:
+    """From the `from_request`-th main request on (1-based), every model request is refused
+    for `seconds` (timed from the first refusal)."""
+
+    style: str
+    seconds: float
+    from_request: int = 1
+    advertise: float | None = None  # the seconds to reset the answers say (None: the truth)
+    opened: float | None = None  # wall-clock seconds of the first refusal
+
+    def refuses(self, mains_so_far: int, now: float) -> bool:
+        if self.opened is None:
+            if mains_so_far < self.from_request:
+                return False
+            self.opened = now
+        return now < self.opened + self.seconds
+
+    def left(self, now: float) -> float:
+        if self.advertise is not None:
+            return self.advertise
+        return (self.opened or now) + self.seconds - now
 
 
 # ---------------------------------------------------------------- request analysis
@@ -220,6 +277,7 @@ class Turn:
     input_tokens: int
     output_tokens: int
     include_usage: bool
+    cache: dict | None = None  # cache_write_5m, cache_write_1h, cache_read (Anthropic usage)
 
     def args_dict(self) -> dict:
         return json.loads(self.tool_args) if isinstance(self.tool_args, str) else self.tool_args
@@ -240,7 +298,8 @@ def build_turn(api: str, reply: dict, body: dict, index: int, n: int) -> Turn:
         call_id=f"toolu_{index:03d}" if api == ANTHROPIC else f"call_{index:03d}",
         custom=api == RESPONSES and tools.get(name, {}).get("type") == "custom",
         input_tokens=usage.get("input", defaults[0]), output_tokens=usage.get("output", defaults[1]),
-        include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
+        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        cache={k: usage[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read") if k in usage} or None)
 
 
 def text_chunks(text: str) -> list[str]:
@@ -274,6 +333,10 @@ def anthropic_blocks(t: Turn) -> list[dict]:
 def anthropic_message(t: Turn, content: list, stop: str | None, output_tokens: int) -> dict:
     usage = {"input_tokens": t.input_tokens, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0, "output_tokens": output_tokens}
+    if t.cache:  # a reply's usage may name cache reads and writes of each TTL, as the API does
+        w5, w1h = t.cache.get("cache_write_5m", 0), t.cache.get("cache_write_1h", 0)
+        usage.update(cache_creation_input_tokens=w5 + w1h, cache_read_input_tokens=t.cache.get("cache_read", 0),
+                     cache_creation={"ephemeral_5m_input_tokens": w5, "ephemeral_1h_input_tokens": w1h})
     return {"id": f"msg_{t.n}", "type": "message", "role": "assistant", "model": t.model,
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
 
@@ -499,6 +562,7 @@ class Plan:
     n: int
     delay_s: float = 0.0
     stall_at: str = "stream"
+    refusal: tuple[int, dict, dict] | None = None  # a limit answer in place of the reply
 
 
 class FakeModelServer:
@@ -512,6 +576,8 @@ class FakeModelServer:
         self._seq = self._ids = 0
         self._served: dict[int, int] = {}
         self._armed: tuple[float, str] | None = None
+        self._limit: LimitWindow | None = None
+        self._mains = 0  # main requests admitted (the limit window counts them)
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -564,6 +630,20 @@ class FakeModelServer:
         """Make the NEXT main request stall for `seconds` (one shot)."""
         with self._lock:
             self._armed = (float(seconds), stall_at)
+
+    def limit_window(self, style: str, seconds: float, from_request: int = 1,
+                     advertise: float | None = None) -> None:
+        """Refuse every model request with a `style` limit (LIMIT_STYLES) for `seconds`,
+        from the `from_request`-th main request on (counted from the server's start).
+        advertise: the seconds to its reset the answers claim (a harness waits a short
+        `retry-after` out by itself; a test window must stay short)."""
+        limit_answer(style, 1, 0)  # an unknown style fails here, not in a handler
+        with self._lock:
+            self._limit = LimitWindow(style, float(seconds), int(from_request), advertise)
+
+    def refused(self) -> list[dict]:
+        """The requests answered with a limit."""
+        return [e for e in self.log if e["event"] == "response_refused"]
 
     # request log -----------------------------------------------------------
 
@@ -618,8 +698,9 @@ class FakeModelServer:
         with self._lock:
             self._seq += 1
             plan = self._plan(kind, len(results))
-            self._append({"seq": plan.seq, "event": "request", "method": method, "path": path,
+            self._append({"seq": plan.seq, "event": "request", "t": time.time(), "method": method, "path": path,
                           "api": api, "kind": kind, "reply_index": plan.reply_index,
+                          "refused": plan.refusal is not None,
                           "n_tool_results": len(results), "tool_result_ids": [r[0] for r in results],
                           "delay_s": plan.delay_s, "stall_at": plan.stall_at, "body": body})
         return plan
@@ -648,6 +729,11 @@ class FakeModelServer:
 
     def _plan(self, kind: str, n_results: int) -> Plan:
         self._ids += kind != "other"
+        self._mains += kind == "main"
+        now = time.time()
+        if kind != "other" and self._limit and self._limit.refuses(self._mains, now):
+            return Plan(self._seq, kind, None, {}, self._ids,
+                        refusal=limit_answer(self._limit.style, self._limit.left(now), now))
         if kind != "main":
             return Plan(self._seq, kind, None, {"text": self._side_text}, self._ids)
         index = min(n_results, len(self._replies) - 1)
@@ -716,7 +802,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         route = self.path.split("?", 1)[0].rstrip("/")
         body = parse_json(self.read_body())
-        if route in ("/_arm", "/_script"):
+        if route in ("/_arm", "/_script", "/_limit"):
             return self.control(route, body or {})
         api = detect_api(self.path)
         if is_count_tokens(self.path):
@@ -731,6 +817,9 @@ class _Handler(BaseHTTPRequestHandler):
     def control(self, route: str, body: Any) -> None:
         if route == "/_arm":
             self.fake.arm_stall(body.get("seconds", 30), body.get("stall_at", "stream"))
+        elif route == "/_limit":
+            self.fake.limit_window(body.get("style", "anthropic"), body.get("seconds", 40),
+                                   body.get("from_request", 1), body.get("advertise"))
         else:
             self.fake.set_script(body)
         self.send_json(200, {"ok": True})
@@ -746,6 +835,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_json(status, {"type": "error", "error": {"type": kind, "message": message}}, plan, api)
 
     def answer_model_call(self, api: str, body: dict, plan: Plan) -> None:
+        if plan.refusal:
+            return self.refuse(plan)
         turn = build_turn(api, plan.reply, body, plan.reply_index or 0, plan.n)
         render_stream, render_body = RENDERERS[api]
         try:
@@ -756,6 +847,18 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             outcome = "aborted"
         self.conclude(plan, outcome)
+
+    def refuse(self, plan: Plan) -> None:
+        status, headers, data = plan.refusal
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.fake.finish(plan, "response_refused")
+        self.wfile.write(payload)
 
     def send_whole(self, data: dict, plan: Plan, api: str) -> str:
         if stop := self.pause(plan):

@@ -1,5 +1,5 @@
 """Live replication (issue 15): every record and event the local log commits for a session is
-shipped to the PostgreSQL world as it is committed, by a thread on its own connections.
+shipped to the team world as it is committed, by a thread on its own connections.
 
 Why it never slows the harness: the mirror writes the local log as before; the shipper only
 reads it, on its own SQLite connection, and learns that something was committed from SQLite's
@@ -14,7 +14,7 @@ When the server is down or slow the local log stays the truth: the shipper retri
 growing backoff, says once that replication is behind and once that it caught up, and starts
 again from the world's own marks on the new connection.
 
-Every write carries the lease epoch (the connection's `dh.fence` setting): once another
+Every write carries the lease epoch (TeamWorld.fence): once another
 machine took the session over, the server refuses the write, and the shipper stops for good."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import WorldError
-from ..osthread import name_os_thread
-from .fencing import FENCE_SETTING, fence_value, is_fenced
+from ...errors import WorldError
+from ...osthread import name_os_thread
+from .fencing import is_fenced
 
 POLL = 0.05  # seconds between looks at the local log: 50 ms of the 250 ms lag budget
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 5.0)  # seconds before each retry while the server fails
@@ -33,10 +33,11 @@ FLUSH_FOR = 10.0  # how long stopping waits for the last records to reach the wo
 
 
 class Shipper:
-    def __init__(self, db_path: Path, url: str, session_id: str, epoch_of, notice,
+    def __init__(self, db_path: Path, world: str, url: str, session_id: str, epoch_of, notice,
                  on_shipped=None):
-        """epoch_of(): the lease epoch to write under (None: not held yet, wait)."""
-        self.db_path, self.url, self.session_id = db_path, url, session_id
+        """world, url: the team world's name and URL; epoch_of(): the lease epoch to write
+        under (None: not held yet, wait)."""
+        self.db_path, self.world, self.url, self.session_id = db_path, world, url, session_id
         self.epoch_of, self.notice = epoch_of, notice
         self.on_shipped = on_shipped or (lambda: None)  # tests and the bench time it
         self.fenced: str | None = None
@@ -52,7 +53,7 @@ class Shipper:
 
     # the loop ---------------------------------------------------------------------------
     def _run(self) -> None:
-        from .local import LocalWorld
+        from ..local import LocalWorld
 
         name_os_thread("dh-shipper")
         local = LocalWorld(self.db_path)
@@ -130,7 +131,7 @@ class _Link:
         self.shipper, self.remote, self.marks, self.epoch = shipper, None, None, None
 
     def ship(self, local, epoch: int) -> None:
-        from .sync import _Counter, copy_session
+        from ..sync import _Counter, copy_session
 
         sid = self.shipper.session_id
         self._connect(epoch)
@@ -146,12 +147,12 @@ class _Link:
     def _connect(self, epoch: int) -> None:
         if self.remote is not None and self.epoch == epoch:
             return
-        from .postgres import PostgresWorld
+        from . import open_world
 
         self.close()
-        self.remote = PostgresWorld(self.shipper.url, migrate=False, connect_timeout=5)
-        self.remote._rows("SELECT set_config(%s, %s, false)",
-                          [FENCE_SETTING, fence_value(self.shipper.session_id, epoch)])
+        self.remote = open_world(self.shipper.world, self.shipper.url, migrate=False,
+                                 connect_timeout=5)
+        self.remote.fence(self.shipper.session_id, epoch)
         self.epoch = epoch
 
     def close(self) -> None:

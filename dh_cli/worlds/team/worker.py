@@ -1,9 +1,10 @@
 """`dh worker`: takes over sessions whose machine died mid-turn (issue 15).
 
-The worker sleeps on its LISTEN connection (woken by any lease change: takeovers, new
-leases, releases) or until the next live lease would lapse, claims orphaned sessions
-(takeover.claim: SKIP LOCKED, the epoch moves to this worker) and resumes each in a child
-`dh resume S --world postgres --lease-epoch E`: the very path of a manual resume (pull, the
+The worker sleeps on the world's lease changes (protocol.py LeaseChanges: woken by any lease
+change: takeovers, new leases, releases) or until the next live lease would lapse, claims
+orphaned sessions (takeover.claim: a compare-and-set, the epoch moves to this worker) and
+resumes each in a child `dh resume S --world W --lease-epoch E` (the world's URL in the
+child's environment, never in its argv): the very path of a manual resume (pull, the
 native state rebuilt under this machine's harness home, the cut step repaired), whose
 supervisor adopts the claimed lease and replicates live.
 
@@ -28,15 +29,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
-from ..errors import HarnessNotFound, WorldError
-from ..paths import dh_home
-from .fencing import LEASE_CHANNEL
-from .locks import SAFE_ID
-from .worker_place import RunAs, current_user, place_refusal
+from ...errors import HarnessNotFound, WorldError
+from ...paths import dh_home
+from ..locks import SAFE_ID
 from .live_world import HAND_BACK
-from .takeover import PASS, Claim, _execute, claim, steal
+from .takeover import PASS, Claim, claim, orphans, steal
+from .worker_place import RunAs, current_user, place_refusal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
 # An orphan left unclaimed after a claim (its row locked for a moment by a write's fence
@@ -47,6 +45,7 @@ RETRY = 1.0
 
 @dataclass
 class WorkerOptions:
+    world: str  # the team world's name (worlds/team/: the registry)
     url: str
     harnesses: list[str] | None = None
     max_sessions: int = 4
@@ -63,6 +62,7 @@ class Worker:
         self.unadopted: dict[str, int] = {}  # claimed, the child has not taken the lease yet
         self.passed: set[str] = set()  # sessions this machine cannot run (no harness): others may
         self.stopping = False
+        self.changes = None  # the world's LeaseChanges, on the current connection
 
     def run(self) -> int:
         world = self._connect()  # a first failure is the user's error: one Error: line
@@ -82,14 +82,18 @@ class Worker:
                 signal.signal(sig, handler)
             os.close(wake_r)
             os.close(wake_w)
-            _close(world)
+            self._close(world)
         return 0
 
     def _connect(self):
-        from .postgres import PostgresWorld
+        from . import open_world
 
-        world = PostgresWorld(self.opts.url)
-        _execute(world, f"LISTEN {LEASE_CHANNEL}")
+        world = open_world(self.opts.world, self.opts.url)
+        try:
+            self.changes = world.lease_changes()
+        except BaseException:
+            world.close()
+            raise
         return world
 
     def _serve(self, world, wake_r: int):
@@ -104,11 +108,11 @@ class Worker:
                 self._claim_all(world)
                 self._sleep(world, wake_r)
                 failures = 0
-            except (WorldError, psycopg.Error) as exc:
+            except WorldError as exc:
                 if not failures:
                     self.opts.notice(f"dh worker: lost the world ({exc}); trying again")
                 failures += 1
-                world = _close(world)
+                world = self._close(world)
                 select.select([wake_r], [], [], min(30.0, 0.5 * 2 ** failures))
                 _drain(wake_r)
         return world or self._connect_quietly()
@@ -118,6 +122,15 @@ class Worker:
             return self._connect()
         except WorldError:
             return None
+
+    def _close(self, world):
+        if self.changes is not None:
+            try:
+                self.changes.close()
+            except Exception:  # noqa: BLE001 - on a broken connection it is gone anyway
+                pass
+            self.changes = None
+        return _close(world)
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = True
@@ -141,20 +154,14 @@ class Worker:
         folder = dh_home() / "worker"
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / f"{got.session_id}.log", "ab")
-        argv = [sys.executable, "-m", "dh_cli", "resume", "--world", "postgres",
+        argv = [sys.executable, "-m", "dh_cli", "resume", "--world", self.opts.world,
                 "--lease-epoch", str(got.epoch), "--lease-ttl", str(self.opts.ttl_s),
                 *self.opts.extra_args]
         if got.restore:  # the child creates the cwd with the snapshot's files, then resumes
             argv += ["--cwd", got.cwd, "--workspace", "restore"]
         argv += ["--", got.session_id]  # checked by refusal(); never read as an option
-        # the URL holds the password: every local user reads a command line (ps), only this
-        # user a process's environment
-        env = {**os.environ, "DH_POSTGRES_URL": self.opts.url}
         who = self.opts.run_as
-        if who is not None and who.switching:  # that user's own homes and log, not ours
-            env = {k: v for k, v in env.items() if not k.startswith(("DH_HOME", "XDG_"))}
-            env.update(HOME=who.home, USER=who.name, LOGNAME=who.name)
-        child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd, env=env,
+        child = subprocess.Popen(argv, cwd=folder if got.restore else got.cwd, env=self._child_env(),
                                  **(who.popen_args() if who is not None else {}),
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
@@ -166,13 +173,24 @@ class Worker:
                          + (f"restoring its workspace into {got.cwd}" if got.restore
                             else f"resuming it in {got.cwd}"))
 
+    def _child_env(self) -> dict:
+        """The world's URL goes by the environment: argv is readable by every user (ps), a
+        process's environment only by its user. A child run as another user gets that
+        user's own homes and log, not ours."""
+        from . import world_class
+
+        env = {**os.environ, world_class(self.opts.world).url_variable: self.opts.url}
+        who = self.opts.run_as
+        if who is not None and who.switching:
+            env = {k: v for k, v in env.items() if not k.startswith(("DH_HOME", "XDG_"))}
+            env.update(HOME=who.home, USER=who.name, LOGNAME=who.name)
+        return env
+
     def _keep_unadopted(self, world) -> None:
         """Renew the leases claimed for children that have not adopted them yet: a child
         slow to start (a loaded machine) must not lose its claim to another worker."""
         for sid, epoch in list(self.unadopted.items()):
-            renewed = world._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
-                                  " AND epoch = %s AND holder_pid = %s RETURNING 1",
-                                  [sid, epoch, os.getpid()])
+            renewed = world.lease_renew(sid, epoch, os.getpid())
             if not renewed or sid not in self.children:
                 del self.unadopted[sid]
 
@@ -192,12 +210,11 @@ class Worker:
             timeout = min(timeout, RETRY)
         if self.unadopted:
             timeout = min(timeout, self.opts.ttl_s / 3)
-        ready, _, _ = select.select([world.conn.fileno(), wake_r], [], [], timeout)
+        ready, _, _ = select.select([self.changes.fileno(), wake_r], [], [], timeout)
         if wake_r in ready:
             _drain(wake_r)
-        if world.conn.fileno() in ready:
-            for _ in world.conn.notifies(timeout=0.01):
-                pass
+        if self.changes.fileno() in ready:
+            self.changes.drain()
 
     # stopping -------------------------------------------------------------------------------
     def _hand_back(self, world) -> None:
@@ -221,9 +238,7 @@ class Worker:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         for sid, epoch in taken.items():
-            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
-                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify(%s, session_id)",
-                        [sid, epoch, LEASE_CHANNEL])
+            world.lease_lapse(sid, epoch)
         self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
 
 
@@ -245,9 +260,7 @@ def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
         return f"its working directory {cwd} does not exist on this machine (nor a folder to create it in)"
     if reason := _not_mine(parent, f"the folder {cwd} would be restored in,", who.uid):
         return reason
-    from ..workspace.store import store_for
-
-    if not store_for(world).snapshots(candidate.session_id):
+    if not world.ws_snapshot_rows(candidate.session_id):
         return (f"its working directory {cwd} does not exist on this machine, and the world holds "
                 "no workspace snapshot to restore it from")
     candidate.restore = True
@@ -262,7 +275,7 @@ def _not_mine(path: str, what: str, uid: int) -> str | None:
 
 def _started_here(session_id: str, cwd: str) -> bool:
     """The session was started (or adopted) in cwd on this machine, by this user's dh."""
-    from .local import LocalWorld
+    from ..local import LocalWorld
 
     try:
         world = LocalWorld(create=False)
@@ -283,22 +296,13 @@ def _nearest_existing(path: str) -> str:
 
 def orphan_left(world, harnesses: list[str] | None, passed=()) -> bool:
     """An orphan this worker may claim (not one it passed on: its harness is missing here)."""
-    from .takeover import OPEN_STATES, _EXPIRED
-
-    return bool(world._rows(
-        f"SELECT 1 FROM dh.leases l JOIN dh.sessions s ON s.id = l.session_id WHERE {_EXPIRED}"
-        " AND l.released_at IS NULL AND l.refused IS NULL AND s.state = ANY(%s)"
-        " AND (%s::text[] IS NULL OR s.harness = ANY(%s)) AND NOT l.session_id = ANY(%s) LIMIT 1",
-        [list(OPEN_STATES), harnesses, harnesses, list(passed)]))
+    return any(c.session_id not in passed for c in orphans(world, harnesses, limit=len(passed) + 1))
 
 
 def _next_lapse(world) -> float:
     """Seconds until the next held, open lease would lapse (then it may be claimable)."""
-    rows = world._rows("SELECT extract(epoch FROM min(heartbeat_at + make_interval(secs => ttl_s))"
-                       " - now()) FROM dh.leases WHERE released_at IS NULL AND refused IS NULL"
-                       " AND heartbeat_at + make_interval(secs => ttl_s) > now()")
-    left = rows[0][0]
-    return IDLE_WAIT if left is None else min(IDLE_WAIT, max(0.05, float(left) + 0.05))
+    lefts = [l.left for l in world.leases().values() if l.left > 0 and not l.released and not l.refused]
+    return min(IDLE_WAIT, max(0.05, min(lefts) + 0.05)) if lefts else IDLE_WAIT
 
 
 def _close(world) -> None:

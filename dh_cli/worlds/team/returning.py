@@ -10,8 +10,9 @@ a fork the world does not follow."""
 
 from __future__ import annotations
 
-from ..errors import SessionLocked, SessionNotFound, WorldError
-from ..util import without_password
+from ... import events
+from ...errors import SessionLocked, SessionNotFound, WorldError
+from ...util import without_password
 
 
 def session_here(local, ref: str):
@@ -21,17 +22,20 @@ def session_here(local, ref: str):
         return None
 
 
-def returning_world(local, ref: str, world_name: str | None, url: str | None,
-                    configured_url: str | None) -> tuple[str | None, str | None]:
+def returning_world(local, ref: str, world_name: str | None,
+                    url: str | None) -> tuple[str | None, str | None]:
     """(world, url) a plain `dh resume` asks first: the configured world, else the one the
-    session replicated to from here (its URL as remembered, unless the configured URL names
-    the same server: that one carries the password)."""
+    session replicated to from here (its URL as remembered, unless the URL configured for
+    that world names the same server: that one carries the password)."""
+    from . import configured_url
+
     session = session_here(local, ref)
     remembered = getattr(local, "remembered_world", lambda _sid: None)(session.id) if session else None
     if world_name or remembered is None:
         return world_name, url
     name, kept = remembered
-    if url or (configured_url and without_password(configured_url) == kept):
+    configured = None if url else configured_url(name)
+    if url or (configured and without_password(configured) == kept):
         return name, url
     return name, kept
 
@@ -39,14 +43,14 @@ def returning_world(local, ref: str, world_name: str | None, url: str | None,
 def check_not_gone_on(local, world_name: str, url: str | None, ref: str) -> None:
     """Refuse when the world holds records of the session this log lacks: it went on
     elsewhere. A live holder is left to the lease, which names it."""
-    from .sync import open_remote
+    from . import open_world
     from .takeover import seconds_left
 
     session = session_here(local, ref)
     if session is None:
         return
     try:
-        remote = open_remote(world_name, url)
+        remote = open_world(world_name, url)
     except WorldError as exc:
         raise WorldError(f"session {session.id} replicated to the world {world_name}, which dh "
                          f"cannot reach to learn whether it went on elsewhere: {exc}",
@@ -75,7 +79,7 @@ def _ahead(there, here) -> bool:
 
 
 def _where_it_went(remote, there) -> str:
-    takeovers = [e for e in remote.events(there.id) if e.type == "takeover"]
+    takeovers = [e for e in remote.events(there.id) if e.type == events.TAKEOVER]
     host = (takeovers[-1].details.get("host") if takeovers else None) or there.host or "another machine"
     at = (takeovers[-1].at if takeovers else there.updated_at) or ""
     when = f" at {at[11:16]} UTC" if len(at) >= 16 else ""

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, urlsplit
 
 import psycopg
 
-from ..errors import ConfigError, WorldError
-from ..util import redact_url
+from ...errors import ConfigError, WorldError
+from .urls import scrub
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
 
@@ -26,20 +25,6 @@ def resolve_url(url: str | None) -> str:
 
 
 # errors -------------------------------------------------------------------------------------
-def scrub(text: str, url: str) -> str:
-    """text without the URL's password, in URL, key=value or bare form."""
-    text = redact_url(text)
-    text = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", text, flags=re.I)
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    for secret in {password, unquote(password or "")} - {None, ""}:
-        if len(secret) >= 3:  # a one- or two-letter password would blank out ordinary words
-            text = text.replace(secret, "***")
-    return text
-
-
 def _reason(exc: BaseException, url: str) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__

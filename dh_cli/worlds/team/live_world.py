@@ -1,4 +1,4 @@
-"""What a supervisor needs of a live PostgreSQL world (issue 15), behind four calls:
+"""What a supervisor needs of a live team world (issue 15), behind four calls:
 `attach` (take the lease, start shipping), `taken_over` (the epoch moved: stop the harness),
 `may_relaunch` (the lease is held and fresh) and `detach` (ship the rest, release).
 
@@ -13,9 +13,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError, WorldError
+from ...errors import UsageError, WorldError
 from .shipper import Shipper
-from .tenure import TTL_S, Tenure, acquire, adopt
+from .lease import adopt
+from .tenure import TTL_S, Tenure, acquire
 
 WORKFLOW_POSTGRES = "@workflow/world-postgres"  # the original design's name for this world
 HAND_BACK = signal.SIGUSR1  # from `dh worker` when it stops: give the session back, open
@@ -23,6 +24,7 @@ HAND_BACK = signal.SIGUSR1  # from `dh worker` when it stops: give the session b
 
 @dataclass
 class WorldLink:
+    world: str  # the team world's name (worlds/team/: the registry)
     url: str
     ttl_s: float = TTL_S
     epoch: int | None = None  # a lease already taken (dh resume --world)
@@ -35,18 +37,19 @@ class WorldLink:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(HAND_BACK, self._on_hand_back)
         epoch = self._take(session_id)
-        self.tenure = Tenure(self.url, session_id, self.ttl_s, epoch).start()
-        self.shipper = Shipper(db_path, self.url, session_id, self._epoch, self.notice).start()
+        self.tenure = Tenure(self.world, self.url, session_id, self.ttl_s, epoch).start()
+        self.shipper = Shipper(db_path, self.world, self.url, session_id, self._epoch,
+                               self.notice).start()
 
     def _take(self, session_id: str) -> int | None:
         """The epoch, taken now when the server answers (refused: SessionLocked, before the
         harness starts); None when it does not, then the lease thread takes it later."""
         if self.epoch is not None:
             return self.epoch
-        from .postgres import PostgresWorld
+        from . import open_world
 
         try:
-            world = PostgresWorld(self.url, connect_timeout=5)
+            world = open_world(self.world, self.url, connect_timeout=5)
         except WorldError as exc:
             self.notice(f"dh: the world is unreachable ({exc}); the session runs and is logged "
                         "here, and replicates once the server answers")
@@ -88,14 +91,17 @@ class WorldLink:
         self.tenure.stop(release=complete and not lost)
         if not complete and not lost:
             self.notice(f"dh: replication of session {self.session_id} is behind; the local log has "
-                        "it all: run `dh world push postgres` once the server answers")
+                        f"it all: run `dh world push {self.world}` once the server answers")
 
 
 def wanted_world(flag: str | None, settings) -> str:
     """--world, else the config (world = / DH_WORLD), else the Workflow SDK's variable."""
+    from . import names
+
     if flag:
-        if flag not in ("local", "postgres"):
-            raise UsageError(f"unknown world {flag!r}", hint="use --world postgres (or local)")
+        if flag not in ("local", *names()):
+            raise UsageError(f"unknown world {flag!r}",
+                             hint=f"use --world {' or '.join(names())} (or local)")
         return flag
     if settings.world != "local":
         return settings.world
@@ -104,9 +110,9 @@ def wanted_world(flag: str | None, settings) -> str:
 
 def resume_world(flag: str | None) -> str | None:
     """The world `dh resume` consults before anything else: --world, else the configured one
-    (a plain `dh resume S` on a machine whose config says postgres must find out that another
+    (a plain `dh resume S` on a machine whose config names a team world must find out that another
     machine took S over, and refuse naming it). None: the local world only."""
-    from ..config import load
+    from ...config import load
 
     name = wanted_world(flag, load().settings)
     return None if name == "local" else name
@@ -116,12 +122,14 @@ def link_for(flag: str | None, url: str | None, ttl: float | None, settings, not
              epoch: int | None = None, adopt_epoch: int | None = None,
              held=None) -> WorldLink | None:
     """The link a supervised session keeps to its world; None for the local world."""
-    if wanted_world(flag, settings) != "postgres":
+    name = wanted_world(flag, settings)
+    if name == "local":
         return None
-    from .postgres import resolve_url
+    from . import world_class
 
     ttl_s = ttl if ttl is not None else getattr(settings, "lease_ttl", TTL_S)
     if ttl_s <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
-    return WorldLink(resolve_url(url or settings.postgres_url), ttl_s, epoch, adopt_epoch, notice,
+    found = url or getattr(settings, f"{name}_url", None)
+    return WorldLink(name, world_class(name).resolve_url(found), ttl_s, epoch, adopt_epoch, notice,
                      held)

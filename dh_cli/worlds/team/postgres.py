@@ -24,17 +24,20 @@ from typing import Iterator
 import psycopg
 from psycopg.adapt import PyFormat
 
-from ..errors import AmbiguousSession, SessionLocked, SessionNotFound, WorldError
+from ...errors import SessionLocked, SessionNotFound, WorldError
 
 # psycopg logs "error ignored terminating <Copy>" when a server dies mid-COPY; with no handler
 # Python would print it to stderr beside dh's own one-line error, which already says it all.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
-from ..models import Event, Record, Session, Source
-from .base import CHUNK, Mark, Position, SessionMarks, group_marks
-from .local_places import check_ref
+from ...models import Event, Record, Session, Source
+from ..base import CHUNK, Mark, Position, SessionMarks, group_marks
+from ..local_places import check_ref
+from .postgres_leases import PgLeases
+from .protocol import only_match
 from .postgres_schema import MIGRATIONS, RECORD_TYPES  # noqa: F401 - re-exported
 from .postgres_url import URL_VARIABLES, resolve_url, scrub, world_error  # noqa: F401 - re-exported
-from .rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
+from ..rows import (RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, position_range,
+                    stored_rows)
 
 MIGRATION_LOCK = 0x64680001  # advisory lock key: one dh migrates at a time
 PROGRESS_COLUMNS = [c for c in SOURCE_COLUMNS if c not in ("id", "session_id", "relpath")]
@@ -51,14 +54,9 @@ _SET_PROGRESS = ", ".join(f'"{c}" = %s' for c in PROGRESS_COLUMNS)
 
 
 def _range(after: Position | None, upto: Position | None) -> tuple[str, list]:
-    clause, args = "", []
-    if after is not None:
-        clause += ' AND (generation, "offset") > (%s, %s)'
-        args += list(after)
-    if upto is not None:
-        clause += ' AND (generation, "offset") <= (%s, %s)'
-        args += list(upto)
-    return clause, args
+    """rows.position_range in PostgreSQL's spelling (%s placeholders, "offset" quoted)."""
+    clause, args = position_range(after, upto)
+    return clause.replace("?", "%s").replace("offset", '"offset"'), args
 
 
 def _sanitize(rows: list[tuple]) -> list[tuple]:
@@ -67,8 +65,10 @@ def _sanitize(rows: list[tuple]) -> list[tuple]:
             for row in rows]
 
 
-class PostgresWorld:
+class PostgresWorld(PgLeases):
     name = "postgres"
+    url_variable = URL_VARIABLES[0]  # a child dh (the worker's) reads the URL from there
+    resolve_url = staticmethod(resolve_url)
 
     def __init__(self, url: str | None = None, migrate: bool = True, connect_timeout: int = 10):
         self.url = resolve_url(url)
@@ -172,13 +172,7 @@ class PostgresWorld:
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE id = %s OR harness_session_id = %s"
                           " OR id LIKE %s OR harness_session_id LIKE %s", [ref, ref, prefix, prefix])
         matches = [r for r in rows if ref in (r[0], r[2])] or rows
-        if not matches:
-            raise SessionNotFound(f"no session matches {ref!r} in the PostgreSQL world",
-                                  hint="see `dh world status postgres`")
-        if len(matches) > 1:
-            raise AmbiguousSession(f"{ref!r} matches {len(matches)} sessions in the PostgreSQL world",
-                                   hint="give more characters of the id")
-        return Session(*matches[0])
+        return Session(*only_match(matches, ref, "PostgreSQL", self.name))
 
     def sessions(self, harness: str | None = None) -> list[Session]:
         rows = self._rows(f"SELECT {_SESSIONS} FROM dh.sessions WHERE %(h)s::text IS NULL"
@@ -308,6 +302,28 @@ class PostgresWorld:
     def high_water(self, session_id: str) -> dict[str, Mark]:
         found = self.marks(session_id).get(session_id)
         return found.sources if found else {}
+
+    # workspace objects and snapshots (m019, m020) -------------------------------------------
+    def ws_known(self, hashes: list[str]) -> set[str]:
+        return {r[0] for r in self._rows("SELECT hash FROM dh.ws_objects WHERE hash = ANY(%s)", [hashes])}
+
+    def ws_put(self, objects: list[tuple], snapshots: list[tuple]) -> int:
+        with self._errors(), self.conn.transaction(), self.conn.cursor() as cur:
+            before = cur.execute("SELECT count(*) FROM dh.ws_objects WHERE hash = ANY(%s)",
+                                 [[o[0] for o in objects]]).fetchone()[0] if objects else 0
+            cur.executemany("INSERT INTO dh.ws_objects (hash, kind, size, codec, data) VALUES"
+                            " (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", objects)
+            cur.executemany(f"INSERT INTO dh.ws_snapshots VALUES ({', '.join(['%s'] * 12)})"
+                            " ON CONFLICT DO NOTHING", snapshots)
+        return len(objects) - before
+
+    def ws_snapshot_rows(self, session_id: str, after_seq: int = 0) -> list[tuple]:
+        return self._rows("SELECT * FROM dh.ws_snapshots WHERE session_id = %s AND seq > %s"
+                          " ORDER BY seq", [session_id, after_seq])
+
+    def ws_object_rows(self, hashes: list[str]) -> list[tuple]:
+        return [(h, k, s, c, bytes(d)) for h, k, s, c, d in self._rows(
+            "SELECT hash, kind, size, codec, data FROM dh.ws_objects WHERE hash = ANY(%s)", [hashes])]
 
     def lock_session(self, session_id: str) -> "PgSessionLock":
         """An exclusive, non-blocking lock on the session across every machine using this

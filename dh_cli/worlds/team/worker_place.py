@@ -1,4 +1,4 @@
-"""Where `dh worker` may run a session a world names (issue 30): the world's row chose the
+"""Where `dh worker` may run a session a world names: the world's row chose the
 cwd, so it is never `/` or a system folder, never another user's folder, and, when the
 worker is given workspace roots (`--root`), only one under a root (or the cwd the session was
 started in on this machine). A worker running as root runs harnesses as the user it is told
@@ -11,7 +11,7 @@ import os
 import pwd
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 # folders of the system: a session is never run or restored in or under them
 SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",

@@ -1,10 +1,10 @@
-"""How each session of a PostgreSQL world is held (issue 15), for `dh world status` and
-`dh log list --world postgres`: holder, lease age, epoch and state (running here, running on
+"""How each session of a team world is held (issue 15), for `dh world status` and
+`dh log list --world W`: holder, lease age, epoch and state (running here, running on
 HOST, orphaned, finished …)."""
 
 from __future__ import annotations
 
-from .. import output
+from ... import output
 from .takeover import Holding, holdings
 
 HOLD_COLUMNS = ["holder", "lease age", "epoch", "state"]
@@ -23,10 +23,10 @@ def hold_dict(found: Holding | None) -> dict:
             "epoch": data.get("epoch"), "hold_state": data.get("state")}
 
 
-def list_world(url: str | None, harness: str | None, json_: bool) -> None:
-    from .postgres import PostgresWorld
+def list_world(name: str, url: str | None, harness: str | None, json_: bool) -> None:
+    from . import open_world
 
-    world = PostgresWorld(url)
+    world = open_world(name, url)
     try:
         held = holdings(world)
         sessions = world.sessions(harness)

@@ -75,9 +75,16 @@ def fence_value(session_id: str, epoch: int) -> str:
 
 
 def is_fenced(exc: BaseException) -> bool:
-    """Whether a psycopg error (or its cause) is the server refusing a stale epoch."""
+    """Whether an error (or its cause) is the server refusing a stale epoch: PostgreSQL's
+    SQLSTATE, or a world's error marked `fenced` (fenced_error)."""
     while exc is not None:
-        if getattr(exc, "sqlstate", None) == FENCED_STATE:
+        if getattr(exc, "sqlstate", None) == FENCED_STATE or getattr(exc, "fenced", False):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def fenced_error(error):
+    """`error` (a WorldError) marked as the server's refusal of a stale epoch."""
+    error.fenced = True
+    return error

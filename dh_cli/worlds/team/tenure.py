@@ -17,32 +17,24 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import SessionLocked, WorldError
-from .lease import _ACQUIRE, Holder, Lease, adopt  # noqa: F401 (adopt: live_world.py)
+from ...errors import SessionLocked, WorldError
+from .lease import take
 
 TTL_S = 15.0  # a holder silent this long is presumed dead and its session may be taken over
 
 
-def _connect(url: str):
-    from .postgres import PostgresWorld
+def _connect(name: str, url: str):
+    from . import open_world
 
-    return PostgresWorld(url, migrate=False, connect_timeout=5)
+    return open_world(name, url, migrate=False, connect_timeout=5)
 
 
-def acquire(world, session_id: str, ttl_s: float, holder: Holder | None = None) -> int:
-    """Take the lease (free, lapsed, or already this process's); its epoch. Raises
-    SessionLocked while another holder's lease is live."""
-    holder = holder or Holder.me()
-    rows = world._rows(_ACQUIRE, {"sid": session_id, "host": holder.host, "boot": holder.boot_id,
-                                  "pid": holder.pid, "ttl": max(1, round(ttl_s))})
-    if rows:
-        return rows[0][0]
-    raise Lease(world, session_id)._held_elsewhere()
-
+acquire = take  # take the lease (free, lapsed, or already this process's): lease.py
 
 class Tenure:
-    def __init__(self, url: str, session_id: str, ttl_s: float = TTL_S, epoch: int | None = None):
-        self.url, self.session_id, self.ttl_s = url, session_id, ttl_s
+    def __init__(self, world: str, url: str, session_id: str, ttl_s: float = TTL_S,
+                 epoch: int | None = None):
+        self.world, self.url, self.session_id, self.ttl_s = world, url, session_id, ttl_s
         self.epoch = epoch
         self.lost: dict | None = None  # who holds it now, once the epoch moved
         self.renewed = time.monotonic()
@@ -61,7 +53,7 @@ class Tenure:
         world = None
         while not self.lost:
             try:
-                world = world or _connect(self.url)
+                world = world or _connect(self.world, self.url)
                 self._beat(world)
             except (WorldError, SessionLocked, OSError) as exc:
                 if isinstance(exc, SessionLocked) and self.epoch is None:
@@ -74,46 +66,39 @@ class Tenure:
     def _beat(self, world) -> None:
         if self.epoch is None:
             self.epoch = acquire(world, self.session_id, self.ttl_s)
-        elif not world._rows("UPDATE dh.leases SET heartbeat_at = now() WHERE session_id = %s"
-                             " AND epoch = %s RETURNING 1", [self.session_id, self.epoch]):
+        elif not world.lease_renew(self.session_id, self.epoch):
             self.lost = self._holder_now(world)
             return
         self.renewed = time.monotonic()
 
     def _holder_now(self, world) -> dict:
-        rows = world._rows("SELECT holder_host, holder_pid, epoch FROM dh.leases WHERE session_id = %s",
-                           [self.session_id])
-        host, pid, epoch = rows[0] if rows else (None, None, None)
+        found = world.leases(self.session_id).get(self.session_id)
+        host, pid, epoch = (found.host, found.pid, found.epoch) if found else (None, None, None)
         return {"host": host, "pid": pid, "epoch": epoch,
                 "reason": f"session {self.session_id} was taken over by dh on {host or 'another machine'}"
                           f" (epoch {self.epoch} -> {epoch or 'released'})"}
 
     def lapse(self) -> None:
         """Let the lease lapse now without ending the session (a worker handing it back)."""
-        world = None
-        try:
-            world = _connect(self.url)
-            world._rows("UPDATE dh.leases SET heartbeat_at = now() - make_interval(secs => ttl_s + 1)"
-                        " WHERE session_id = %s AND epoch = %s RETURNING pg_notify('dh_leases', session_id)",
-                        [self.session_id, self.epoch])
-        except WorldError:
-            pass  # it lapses on its own after the TTL
-        finally:
-            _close(world)
+        self._once(lambda world: world.lease_lapse(self.session_id, self.epoch))
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
         if release and self.epoch is not None and not self.lost:
-            world = None
-            try:
-                world = _connect(self.url)
-                world._rows("UPDATE dh.leases SET released_at = now() WHERE session_id = %s"
-                            " AND epoch = %s RETURNING 1", [self.session_id, self.epoch])
-            except WorldError:
-                pass  # it lapses on its own after the TTL
-            finally:
-                _close(world)
+            self._once(lambda world: world.lease_release(self.session_id, self.epoch))
+
+    def _once(self, call) -> None:
+        """call(world) on a connection of its own; a server that is gone lets the lease lapse
+        on its own after the TTL."""
+        world = None
+        try:
+            world = _connect(self.world, self.url)
+            call(world)
+        except WorldError:
+            pass
+        finally:
+            _close(world)
 
 
 def _close(world) -> None:

@@ -1,0 +1,194 @@
+"""`dh serve` at size (issue 31), each figure next to a baseline measured in the same run:
+
+- first paint of the session list of a log of --sessions sessions (copies of the real
+  fixtures, tests/fakes/many_sessions.py) in the system Chromium: time from navigation to
+  first contentful paint, and to the server's response; baseline: the same page's HTML, CSS
+  and JS saved and served as static files by Python's http.server (what is left is dh's
+  own work). Goal: under a second.
+- peak RSS of the dh serve process while one browser-less client reads the SSE stream of a
+  session of --records records from its start (the catch-up a reconnecting page does);
+  baselines: the same process idle before it, and `dh log show --json` of that session
+  (already flat). Goal: flat (a few MB above idle whatever the size).
+
+Measured 2026-12-02 on a shared 2-core machine (load 6-8): the list of 10,001 sessions
+painted in 1,404 ms (response 1,128 ms) against 272 ms (51 ms) for its static copy; the
+server's own CPU for that page is 0.1-0.5 s. The stream of a 200,832-record session: 22.7 s,
+peak RSS 50 MB against 42 MB idle (50 MB at 20,132 records too) and 66 MB for
+`dh log show --json`; its first trace page: 26.7 s, 84 MB (the documents column parses
+every record).
+
+Run: python bench/bench_serve.py [--sessions 10000] [--records 200000]"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_logshow import measured, session_of  # noqa: E402
+from tests.fakes.many_sessions import copy_sessions, import_fixtures  # noqa: E402
+from tests.helpers.serve import CHROMIUM, CHROMIUM_ARGS, Served  # noqa: E402
+
+
+# the paint entry comes a little after `load`: wait for it (buffered), 10 s at most
+FIRST_PAINT = """new Promise(done => {
+  new PerformanceObserver(list => { for (const e of list.getEntries())
+    if (e.name === 'first-contentful-paint') done(e.startTime); }).observe({type: 'paint', buffered: true});
+  setTimeout(() => done(NaN), 10000); })"""
+
+
+def paint(url: str, runs: int = 3) -> tuple[float, float]:
+    """(median ms to first contentful paint, median ms to the response's end) of `url`."""
+    from playwright.sync_api import sync_playwright
+
+    paints, responses = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for _ in range(runs):
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url, wait_until="load")
+            paints.append(page.evaluate(FIRST_PAINT))
+            responses.append(page.evaluate("performance.getEntriesByType('navigation')[0].responseEnd"))
+            page.close()
+        browser.close()
+    return sorted(paints)[len(paints) // 2], sorted(responses)[len(responses) // 2]
+
+
+def static_copy(served: Served, folder: Path) -> str:
+    """The list page and its files saved under folder and served by http.server: its URL."""
+    (folder / "static").mkdir(parents=True)
+    (folder / "index.html").write_bytes(httpx.get(served.base + "/", timeout=60).content)
+    for name in ("serve.css", "serve.js", "trace.css"):
+        (folder / "static" / name).write_bytes(httpx.get(f"{served.base}/static/{name}", timeout=60).content)
+    handler = functools.partial(_Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/index.html"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def bench_list(work: Path, sessions: int) -> None:
+    home = work / "list-home"
+    import_fixtures(home)
+    count = copy_sessions(home / "dh.db", sessions)
+    served = Served({**os.environ, "DH_HOME": str(home)})
+    try:
+        httpx.get(served.base + "/", timeout=120)  # the log's pages in the OS cache, as a 2nd visit
+        base_paint, base_response = paint(static_copy(served, work / "static-list"))
+        dh_paint, dh_response = paint(served.base + "/")
+    finally:
+        served.stop()
+    print(f"list of {count:,} sessions: first paint {dh_paint:.0f} ms (response {dh_response:.0f} ms);"
+          f" baseline, the same page as static files: {base_paint:.0f} ms (response {base_response:.0f} ms);"
+          f" goal < 1000 ms", flush=True)
+
+
+def bench_stream(work: Path, records: int) -> None:
+    native = session_of(records, work)
+    home = work / "stream-home"
+    env = {**os.environ, "DH_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home",
+                    str(work / "claude")], env=env, check=True, stdout=subprocess.DEVNULL)
+    sid = native.stem
+    _, show_rss, _ = measured([sys.executable, "-m", "dh_cli", "log", "show", sid, "--json"], env)
+    served = Served(env)
+    try:
+        process = psutil.Process(served.proc.pid)
+        idle = process.memory_info().rss / 2**20
+        peak, got, started = _stream(served, sid, process, _records(home, sid))
+        wall = time.perf_counter() - started
+        page_started = time.perf_counter()
+        with _peak_rss(process) as page_peak:
+            status = httpx.get(f"{served.base}/s/{sid}", timeout=600).status_code
+        page_wall = time.perf_counter() - page_started
+    finally:
+        served.stop()
+    print(f"stream of a {got:,}-record session from its start: {wall:.1f} s, dh serve peak RSS"
+          f" {peak:.0f} MB; baselines: the same server idle {idle:.0f} MB, `dh log show --json`"
+          f" peak {show_rss:.0f} MB", flush=True)
+    print(f"its first trace page: HTTP {status} in {page_wall:.1f} s, dh serve peak RSS"
+          f" {page_peak[0]:.0f} MB", flush=True)
+
+
+class _peak_rss:
+    """The process's peak RSS in MB while the block runs (as [value]), sampled every 0.2 s."""
+
+    def __init__(self, process: psutil.Process):
+        self.process, self.peak, self.stop = process, [0.0], threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self.stop.is_set():
+            self.peak[0] = max(self.peak[0], self.process.memory_info().rss / 2**20)
+            time.sleep(0.2)
+
+    def __enter__(self):
+        self.thread.start()
+        return self.peak
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def _records(home: Path, ref: str) -> int:
+    from dh_cli.worlds.local import LocalWorld
+
+    world = LocalWorld(home / "dh.db", read_only=True)
+    try:
+        return world.record_count(world.find_session(ref).id)
+    finally:
+        world.close()
+
+
+def _stream(served: Served, sid: str, process: psutil.Process, total: int) -> tuple[float, int, float]:
+    """Read the stream from the start until it has sent all `total` records: (peak RSS MB,
+    records, start time)."""
+    got, started = 0, time.perf_counter()
+    with _peak_rss(process) as peak, \
+            httpx.stream("GET", f"{served.base}/s/{sid}/events?after=0.0", timeout=60) as response:
+        for line in response.iter_lines():
+            got += line == "event: record"
+            if got == total:
+                break
+    return peak[0], got, started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--only", choices=["list", "stream"])
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dh-bench-serve-"))
+    try:
+        if args.only in (None, "list"):
+            bench_list(work, args.sessions)
+        if args.only in (None, "stream"):
+            bench_stream(work, args.records)
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

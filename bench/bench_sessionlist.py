@@ -1,0 +1,74 @@
+"""The session list at size (issue 30, "Scale"): wall time of `dh log list`, bare `dh` and
+`dh log search` over a log of --sessions sessions (copies of the real fixtures,
+tests/fakes/many_sessions.py), next to a baseline measured in the same run: a Python process
+that runs a plain SQL count of the same sessions' records (`SELECT s.id, COUNT(r.id) FROM
+sessions s LEFT JOIN records r ... GROUP BY s.id`). Goal: each under a second at 10,000.
+Median of --runs runs, output to /dev/null; wall time and the child's CPU time (user + system,
+which a loaded machine inflates less than wall time).
+
+Measured 2026-12-02 on a shared 2-core machine (load 6-8), CPU seconds, median of 3:
+10,001 sessions: dh log list 3.02 (baseline 0.14), dh 0.82, dh log search 0.50; 505 sessions:
+1.06, 0.54, 0.53. Before (same machine, earlier run): 505 sessions' dh log list 34.6 s wall.
+Reading the model_calls view for every session is 1.0 s of the list of 10,001.
+
+Run: python bench/bench_sessionlist.py [--sessions 500,2000,10000] [--runs 3]"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.many_sessions import copy_sessions, import_fixtures  # noqa: E402
+
+COUNT = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(len(c.execute("
+         "'SELECT s.id, COUNT(r.id) FROM sessions s LEFT JOIN records r ON r.session_id = s.id"
+         " GROUP BY s.id').fetchall()))")
+
+
+def median_run(argv: list[str], env: dict, runs: int) -> tuple[float, float]:
+    """(median wall seconds, median CPU seconds of the child: user + system, from wait4)."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, argv
+        walls.append(time.perf_counter() - started)
+        cpus.append(usage.ru_utime + usage.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", default="500,2000,10000")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dh-sessionlist-"))
+    env = {**os.environ, "DH_HOME": str(work), "PYTHONPATH": str(ROOT)}
+    import_fixtures(work)
+    dh = [sys.executable, "-m", "dh_cli"]
+    for wanted in (int(n) for n in args.sessions.split(",")):
+        count = copy_sessions(work / "dh.db", wanted)
+        base, base_cpu = median_run([sys.executable, "-c", COUNT, str(work / "dh.db")], env, args.runs)
+        print(f"{count:,} sessions: baseline (plain SQL count) {base:.2f} s wall, {base_cpu:.2f} s CPU",
+              flush=True)
+        for name, argv in (("dh log list", dh + ["log", "list"]), ("dh", dh),
+                           ("dh log search files", dh + ["log", "search", "files"])):
+            wall, cpu = median_run(argv, env, args.runs)
+            print(f"  {name}: {wall:.2f} s wall ({wall / base:.1f}x baseline), {cpu:.2f} s CPU"
+                  f" ({cpu / base_cpu:.1f}x); goal < 1 s", flush=True)
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The web app of `dh serve`: its routes, each a read of the log (reads.py) or the world
+(team.py) drawn by pages.py, behind the guard (guard.py). Every route is GET; each request
+opens the log read-only and closes it, so any number of dh processes go on writing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..errors import DhError, SessionNotFound, UsageError
+from . import live, pages, reads
+from .guard import Guard, GuardMiddleware
+
+STATIC = {"serve.css": "text/css", "serve.js": "text/javascript"}
+
+
+@dataclass
+class Options:
+    log: Path
+    guard: Guard
+    world: str | None = None  # "postgres": the team's world beside the log
+    url: str | None = None
+    stream_seconds: float = 300.0  # a stream's lifetime (the browser reconnects from its cursor)
+
+
+def create_app(options: Options) -> GuardMiddleware:
+    routes = [
+        Route("/", _handler(options, _sessions)),
+        Route("/rows", _handler(options, _rows)),
+        Route("/events/list", _handler(options, _list_events)),
+        Route("/s/{ref}", _handler(options, _session)),
+        Route("/s/{ref}/trace", _handler(options, _trace)),
+        Route("/s/{ref}/events", _handler(options, _session_events)),
+        Route("/team", _handler(options, _team)),
+        Route("/static/trace.css", _trace_css),
+        Route("/static/{name}", _static),
+    ]
+    # the guard outermost: even a 500 answered by Starlette's error layer carries its headers
+    return GuardMiddleware(Starlette(routes=routes), options.guard)
+
+
+def _handler(options: Options, endpoint):
+    async def handle(request: Request) -> Response:
+        try:
+            return await endpoint(options, request)
+        except SessionNotFound as exc:
+            return _error(404, str(exc))
+        except UsageError as exc:
+            return _error(400, str(exc))
+        except DhError as exc:
+            return _error(503, str(exc))
+    return handle
+
+
+def _error(status: int, text: str) -> HTMLResponse:
+    content = f'<h1>{status}</h1>\n<p class="meta">{pages._e(text)}</p>\n<p><a href="/">all sessions</a></p>\n'
+    return HTMLResponse(pages.document(str(status), content, "error"), status)
+
+
+def _with_log(options: Options, read):
+    """read(world) on a read-only connection of its own, in a worker thread."""
+    def run():
+        world = reads.open_log(options.log)
+        try:
+            return read(world)
+        finally:
+            world.close()
+    return run_in_threadpool(run)
+
+
+def _holdings(options: Options) -> dict | None:
+    if options.world is None:
+        return None
+    from . import team
+
+    world = team.open_world(options.world, options.url)
+    try:
+        return team.holdings_of(world)
+    finally:
+        world.close()
+
+
+# the list ---------------------------------------------------------------------------------------
+async def _sessions(options: Options, request: Request) -> Response:
+    filters = reads.Filters.of(request.query_params)
+    held = await run_in_threadpool(_holdings, options)
+    page, harnesses = await _with_log(options, lambda w: (reads.list_page(w, filters, held),
+                                                          w.harness_names()))
+    stream = "/events/list"
+    return HTMLResponse(pages.list_page(page, filters, harnesses, options.world, stream))
+
+
+async def _rows(options: Options, request: Request) -> Response:
+    """The list's rows and count alone, for the page to swap in when the log changed."""
+    filters = reads.Filters.of(request.query_params)
+    held = await run_in_threadpool(_holdings, options)
+    page = await _with_log(options, lambda w: reads.list_page(w, filters, held))
+    return JSONResponse({"rows": pages.session_rows(page, options.world is not None),
+                         "total": page["total"]})
+
+
+async def _list_events(options: Options, request: Request) -> Response:
+    from sse_starlette.sse import EventSourceResponse
+
+    return EventSourceResponse(live.list_changes(options.log, options.stream_seconds), ping=15)
+
+
+# one session --------------------------------------------------------------------------------------
+def _page_number(request: Request) -> int:
+    try:
+        return max(1, min(1_000_000, int(request.query_params.get("page") or 1)))
+    except ValueError:
+        return 1
+
+
+async def _session(options: Options, request: Request) -> Response:
+    ref, page = request.path_params["ref"], _page_number(request)
+    data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
+    sid = data["session"]["id"]
+    stream = f"/s/{quote(sid, safe='')}/events?after={data['cursor']}"
+    return HTMLResponse(pages.session_page(data, stream))
+
+
+async def _trace(options: Options, request: Request) -> Response:
+    """The trace alone (the page swaps it in when the log changed)."""
+    ref, page = request.path_params["ref"], _page_number(request)
+    data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
+    return HTMLResponse(data["trace"])
+
+
+def _page_link(world, ref: str):
+    sid = world.find_session(ref).id
+    return lambda n: f"/s/{quote(sid, safe='')}?page={n}"
+
+
+async def _session_events(options: Options, request: Request) -> Response:
+    from sse_starlette.sse import EventSourceResponse
+
+    ref = request.path_params["ref"]
+    sid = await _with_log(options, lambda w: w.find_session(ref).id)
+    cursor = (reads.parse_cursor(request.headers.get("last-event-id"))
+              or reads.parse_cursor(request.query_params.get("after")) or (0, 0))
+    return EventSourceResponse(live.session_news(options.log, sid, cursor, options.stream_seconds), ping=15)
+
+
+# the team ------------------------------------------------------------------------------------------
+async def _team(options: Options, request: Request) -> Response:
+    if options.world is None:
+        return HTMLResponse(pages.team_page(None))
+    from . import team
+
+    def read():
+        world = team.open_world(options.world, options.url)
+        local = reads.open_log(options.log) if options.log.exists() else None
+        try:
+            return team.team(world, local)
+        finally:
+            world.close()
+            if local is not None:
+                local.close()
+
+    return HTMLResponse(pages.team_page(await run_in_threadpool(read)))
+
+
+# files of this package ------------------------------------------------------------------------------
+async def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return PlainTextResponse("not found\n", 404)
+    data = resources.files(__package__).joinpath("static", name).read_bytes()
+    return Response(data, media_type=STATIC[name], headers={"cache-control": "no-cache"})
+
+
+async def _trace_css(request: Request) -> Response:
+    """The HTML export's own styles (one renderer, one look), served as a file."""
+    from ..logviews.tracehtml import stylesheet
+
+    return Response(stylesheet(), media_type="text/css", headers={"cache-control": "no-cache"})

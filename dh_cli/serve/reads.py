@@ -1,0 +1,176 @@
+"""What `dh serve` reads from the log, as plain data: a page of the session list (with the
+filters and the log's full-text search), one session's trace page through the HTML export's
+own renderer, the records and journal events after a cursor for the live streams, and a cheap
+stamp that changes whenever the log does. The log is opened read-only; every text that leaves
+here is masked as `dh log show` masks it (redact.py)."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import asdict, dataclass
+from itertools import islice
+from pathlib import Path
+
+from .. import liveness
+from ..logviews.sessionlist import describe, folder_match, parse_since
+from ..redact import clean, mask
+from ..worlds.local import LocalWorld
+
+PAGE = 100  # sessions a list page shows (the list of 10,000 reads details for these only)
+TURNS_PER_PAGE = 50
+BATCH = 500  # records a live stream reads at a time (flat memory, any session size)
+SEARCH_HITS = 500
+
+
+def open_log(path: Path) -> LocalWorld:
+    return LocalWorld(path, read_only=True)
+
+
+@dataclass
+class Filters:
+    harness: str | None = None
+    state: str | None = None
+    folder: str | None = None
+    since: str | None = None  # an age (3d) or a date, as `dh log list --since` takes it
+    q: str | None = None  # words of the full-text search
+    page: int = 1
+
+    @classmethod
+    def of(cls, params) -> "Filters":
+        def text(name):
+            value = (params.get(name) or "").strip()
+            return value[:500] or None
+
+        try:
+            page = max(1, min(100_000, int(params.get("page") or 1)))
+        except ValueError:
+            page = 1
+        return cls(text("harness"), text("state"), text("folder"), text("since"), text("q"), page)
+
+
+def shown_state(row: dict, here: str) -> str:
+    """running here / on HOST / waiting / interrupted / crashed / finished …, as the log and
+    the session's lock say (liveness.py); a world's holding, when known, says orphaned."""
+    hold = row.get("hold_state") or ""
+    if hold == "orphaned" or hold.startswith("refused"):
+        return hold
+    state = row.get("state") or "-"
+    if state in liveness.LIVE_STATES:
+        host = row.get("host")
+        return f"on {host}" if host and host != here else "running here"
+    return state
+
+
+def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
+    """One page of the list: {"rows", "total", "page", "pages", "searched"}, most recent first."""
+    rows = world.session_summaries(filters.harness, None, *folder_match(filters.folder))
+    if filters.since:
+        since = parse_since(filters.since)
+        rows = [r for r in rows if r["last_activity"] >= since]
+    hits = _search(world, filters) if filters.q else None
+    if hits is not None:
+        rows = [r for r in rows if r["id"] in hits]
+    rows = _with_states(world, rows, holdings or {})
+    if filters.state:
+        rows = [r for r in rows if r["shown_state"] == filters.state
+                or r["shown_state"].startswith(filters.state + " ")]
+    pages = max(1, -(-len(rows) // PAGE))
+    page = min(filters.page, pages)
+    shown = describe(world, rows[(page - 1) * PAGE:page * PAGE])
+    counts = world.turns_and_kept([r["id"] for r in shown]) if shown else {}
+    for row in shown:
+        row["snippet"] = (hits or {}).get(row["id"], "")
+        row["turns"], row["kept"] = counts.get(row["id"], (0, 0))
+    return {"rows": clean(shown), "total": len(rows), "page": page, "pages": pages,
+            "searched": hits is not None}
+
+
+def _search(world, filters: Filters) -> dict[str, str]:
+    """session id -> the snippet of its best hit."""
+    found: dict[str, str] = {}
+    for hit in world.search(filters.q, filters.harness, None, SEARCH_HITS):
+        found.setdefault(hit.session_id, hit.snippet)
+    return found
+
+
+def _with_states(world, rows: list[dict], holdings: dict) -> list[dict]:
+    liveness.mark(rows, world.path)
+    here = socket.gethostname()
+    for row in rows:
+        held = holdings.get(row["id"])
+        if held is not None:
+            row.update({"holder": held.holder, "lease_age": held.lease_age, "epoch": held.epoch,
+                        "hold_state": held.state})
+        row["shown_state"] = shown_state(row, here)
+    return rows
+
+
+# one session ----------------------------------------------------------------------------------
+def session_page(world, ref: str, page: int, link) -> dict:
+    """The trace page of one session as `dh log export --format html` draws it, masked, with
+    its attempts, workspace snapshots (and their files) and the live cursor to start from."""
+    from ..logviews.export import documents_of
+    from ..logviews.trace import session_trace
+    from ..logviews.tracehtml import body
+
+    session = world.find_session(ref)
+    view, turns = session_trace(world, session)
+    liveness.mark([view.session], world.path)
+    start = (page - 1) * TURNS_PER_PAGE
+    batch = list(islice(turns, start, start + TURNS_PER_PAGE + 1))
+    more = len(batch) > TURNS_PER_PAGE
+    html = body(view, page, batch[:TURNS_PER_PAGE], more, link, documents_of(world, session))
+    return {"session": clean(view.session), "trace": mask(html), "cursor": cursor_now(world, session.id),
+                    "attempts": clean(world.attempt_rows(session.id)), "snapshots": snapshots(world, session.id)}
+
+
+def snapshots(world, session_id: str, files: int = 200) -> list[dict]:
+    """The session's workspace snapshots, each with (up to `files` of) its files."""
+    from ..workspace.restore import flat_tree
+    from ..workspace.views import snapshot_line, snapshots_of
+
+    out = []
+    for snap in snapshots_of(world, session_id):
+        try:
+            paths = sorted(flat_tree(world, snap.root))
+        except Exception:  # noqa: BLE001 a tree the log lacks or refuses: the line alone
+            paths = []
+        out.append({**asdict(snap), "line": snapshot_line(snap), "paths": paths[:files],
+                    "more": max(0, len(paths) - files)})
+    return clean(out)
+
+
+# live ----------------------------------------------------------------------------------------
+def cursor_now(world, session_id: str) -> str:
+    """The stream cursor at the log's present: the last record id and event seq."""
+    top, seq = world.last_ids(session_id)
+    return f"{top}.{seq}"
+
+
+def parse_cursor(text: str | None) -> tuple[int, int] | None:
+    try:
+        record, seq = (text or "").split(".")
+        return max(0, int(record)), max(0, int(seq))
+    except ValueError:
+        return None
+
+
+def news(world, session_id: str, record_after: int, seq_after: int) -> tuple[list, list, int]:
+    """(records after the record id, journal events after the seq, the record cursor to go on
+    from), at most BATCH records, each record as a short masked summary."""
+    from ..wrappers import get
+
+    wrapper = get(world.get_session(session_id).harness)
+    rows, cursor = world.records_after(session_id, record_after, BATCH)
+    events = [asdict(e) for e in world.events(session_id, seq_after)]
+    return clean([_summary(wrapper, row) for row in rows]), clean(events), cursor
+
+
+def _summary(wrapper, row: tuple) -> dict:
+    from ..worlds.rows import decode_raw
+
+    record_id, kind, ts, stored, codec = row
+    parsed = wrapper.parse(decode_raw(stored, codec))
+    text = " ".join((parsed.text or "").split())[:300]
+    tools = ", ".join(c.name or "?" for c in parsed.tool_calls)
+    return {"id": record_id, "kind": kind or parsed.kind, "ts": ts, "text": text, "tools": tools}

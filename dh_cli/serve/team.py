@@ -1,0 +1,100 @@
+"""The team page's one door to a team world (as `--world NAME` opens it): which machine
+holds which session and since when (the leases, through worlds/team/takeover.py's
+`holdings`), the takeovers in the sessions' journals, how long ago the world last received a
+record of each machine's sessions, and, for this machine, how many of its records the world
+does not have yet. Read-only: nothing here writes to the world."""
+
+from __future__ import annotations
+
+import socket
+
+from ..redact import clean
+
+def open_world(name: str, url: str | None):
+    from ..worlds.sync import open_remote
+
+    return open_remote(name, url)
+
+
+def holdings_of(world) -> dict:
+    from ..worlds.team.takeover import holdings
+
+    return holdings(world)
+
+
+def team(world, local) -> dict:
+    """{"machines", "sessions", "takeovers"} of the world, as plain masked data."""
+    import time
+
+    held = holdings_of(world)
+    sessions = {s.id: s for s in world.sessions()}
+    takeovers = _takeovers(world, sessions)
+    last = _last_records(world)
+    now_ms = time.time() * 1000
+    rows = [{"id": sid, "harness": s.harness, "host": _host(held.get(sid), s),
+             "holder": getattr(held.get(sid), "holder", None), "epoch": getattr(held.get(sid), "epoch", None),
+             "lease_age": getattr(held.get(sid), "lease_age", None),
+             "state": getattr(held.get(sid), "state", None) or s.state} for sid, s in sessions.items()]
+    machines = _machines(rows, takeovers, last, now_ms)
+    _add_behind(machines, world, local)
+    return clean({"machines": machines, "sessions": sorted(rows, key=lambda r: r["lease_age"] or 1e18),
+                  "takeovers": takeovers})
+
+
+def _takeovers(world, sessions: dict) -> list[dict]:
+    """The newest 200 takeovers in the sessions' journals."""
+    from ..events import TAKEOVER
+
+    found = [{"session_id": e.session_id, "at": e.at, **e.details}
+             for sid in sessions for e in world.events(sid) if e.type == TAKEOVER]
+    return sorted(found, key=lambda t: t["at"], reverse=True)[:200]
+
+
+def _last_records(world) -> dict:
+    """The time of the newest record the world holds of each session (ms since the epoch, the
+    records' own time): the last record of each of its sources."""
+    out = {}
+    for sid, marks in world.marks().items():
+        for relpath, mark in marks.sources.items():
+            if mark.last is None:
+                continue
+            tip = world.read_records(sid, relpath, after=(mark.last[0], mark.last[1] - 1), limit=1)
+            if tip and tip[0].ts is not None:
+                out[sid] = max(out.get(sid, 0), tip[0].ts)
+    return out
+
+
+def _host(holding, session) -> str:
+    holder = getattr(holding, "holder", None)
+    return holder.split(" (pid")[0] if holder else (session.host or "-")
+
+
+def _machines(rows: list[dict], takeovers: list[dict], last: dict, now_ms: float) -> list[dict]:
+    by_host: dict[str, dict] = {}
+    for row in rows:
+        m = by_host.setdefault(row["host"], {"host": row["host"], "held": 0, "running": 0, "orphaned": 0,
+                                             "freshest_lease_s": None, "takeovers": 0, "lag_s": None})
+        m["held"] += 1
+        m["running"] += (row["state"] or "").startswith("running")
+        m["orphaned"] += row["state"] == "orphaned"
+        if row["lease_age"] is not None:
+            m["freshest_lease_s"] = min(row["lease_age"], m["freshest_lease_s"] or 1e18)
+        if last.get(row["id"]) is not None:
+            age = max(0.0, (now_ms - last[row["id"]]) / 1000)
+            m["lag_s"] = min(age, m["lag_s"] if m["lag_s"] is not None else 1e18)
+    for t in takeovers:
+        if t.get("host") in by_host:
+            by_host[t["host"]]["takeovers"] += 1
+    return sorted(by_host.values(), key=lambda m: m["host"])
+
+
+def _add_behind(machines: list[dict], world, local) -> None:
+    """This machine's records the world does not hold yet (for the sessions both know)."""
+    if local is None:
+        return
+    here = socket.gethostname()
+    theirs, ours = world.marks(), local.marks()
+    behind = sum(max(0, ours[sid].records - theirs[sid].records) for sid in ours if sid in theirs)
+    for m in machines:
+        if m["host"] == here:
+            m["behind"] = behind

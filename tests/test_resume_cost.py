@@ -1,0 +1,51 @@
+"""What a resume is likely to re-cache (before `dh resume`) and what each resume's first call
+cost, on a real Claude Code session (tests/fixtures/real); the e2e case with a server that
+reports cache writes of both TTLs is tests/e2e/test_limits_real.py."""
+
+import json
+
+import pytest
+
+from dh_cli.logviews.resumecost import _input_cost, _split, likely_recache
+from dh_cli.tokens import Usage
+from dh_cli.logviews.pricing import Pricer
+from dh_cli.worlds.local import LocalWorld
+from dh_cli.wrappers import get
+
+from .conftest import fixture_home
+
+
+@pytest.fixture
+def imported(tmp_path, run_dh, monkeypatch):
+    monkeypatch.setenv("DH_HOME", str(tmp_path / "dh-home"))
+    home = fixture_home("claude-code", "basic", tmp_path)
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    world = LocalWorld(tmp_path / "dh-home" / "dh.db")
+    (session,) = world.list_sessions()
+    calls = [r for r in world.records(session["id"]) if r.tokens_in is not None]
+    return world, session, calls
+
+
+def test_a_resume_within_the_cache_lifetime_is_likely_to_recache_nothing(imported):
+    world, session, calls = imported
+    assert likely_recache(world, session["id"], "claude-code", calls[-1].ts + 299_000) is None
+
+
+def test_a_resume_past_the_cache_lifetime_would_write_the_last_calls_whole_input(imported):
+    world, session, calls = imported
+    last = calls[-1]
+    likely = likely_recache(world, session["id"], "claude-code", last.ts + 301_000)
+    usage = json.loads(last.raw)["message"]["usage"]
+    tokens = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    assert likely["tokens"] == tokens and likely["ttl"] == 300
+    assert likely["usd"] == pytest.approx(Pricer().cost(last.model, Usage(cache_write=tokens)))
+
+
+def test_a_resumes_first_call_is_split_by_each_cache_ttl():
+    row = {"type": "assistant", "message": {"model": "claude-opus-4-8", "id": "m", "content": [], "usage": {
+        "input_tokens": 12, "output_tokens": 3, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 30,
+        "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}}}}
+    split = _split(get("claude-code"), json.dumps(row).encode())
+    assert split == {"uncached": 12, "cache_write_5m": 10, "cache_write_1h": 20, "cache_read": 7}
+    # the input alone is priced: 12 x $5 + 7 x $0.50 + 10 x $6.25 + 20 x $10 per million
+    assert _input_cost(Pricer(), "claude-opus-4-8", split) == pytest.approx(326.0e-6)

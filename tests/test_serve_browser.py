@@ -1,0 +1,209 @@
+"""`dh serve` in a real browser (the system Chromium through Playwright; never a downloaded
+one): the list's filters, search and keys, 400 px without sideways scrolling, a hostile record
+inert, and live: a session running under `dh run` over a fake harness whose harness is killed
+while the page is open shows the crash and the resume without a reload, and a stream closed
+and reopened misses no record."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.require import skip_if_missing
+
+from .fakes.model_server import FakeModelServer
+from .helpers.serve import CHROMIUM, CHROMIUM_ARGS, Served, serve_fixed_log
+from .rig import SCRIPT, Rig
+from .helpers.kill import HarnessWatch, spawn_run
+from .helpers.wait import wait_until
+
+pytestmark = [pytest.mark.browser,
+              skip_if_missing(not Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
+
+WAIT_MS = 60_000  # what a page may take to show a change (the log is polled every 0.5 s)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "headless": True,
+            "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    yield from serve_fixed_log(tmp_path_factory)
+
+
+def no_sideways_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_list_reads_at_1400_and_400_px(served, page):
+    server, ids = served[0], served[1]
+    for width in (1400, 400):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team"):
+            page.goto(server.base + path)
+            assert no_sideways_scroll(page), f"{path} scrolls sideways at {width} px"
+        page.goto(server.base + "/")
+        assert page.locator("#rows tr[data-id]").count() >= 10
+
+
+def test_filters_search_and_keys(served, page):
+    server, ids = served[0], served[1]
+    page.goto(server.base + "/")
+    page.select_option("#f-harness", "pi")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(re.compile(r"harness=pi"))
+    harnesses = page.locator("#rows td.harness").all_inner_texts()
+    assert harnesses and {h.split()[0] for h in harnesses} == {"pi"}
+    page.goto(server.base + "/")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "f-q"
+    page.keyboard.type("owned")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"q=owned"))
+    assert page.locator("#rows tr[data-id]").evaluate_all("rows => rows.map(r => r.dataset.id)") == [ids["hostile"]]
+    page.goto(server.base + "/")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    second = page.locator("#rows tr[data-id]").nth(1).get_attribute("data-id")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(f"/s/{second}$"))
+
+
+def test_a_hostile_record_runs_nothing(served, page):
+    server, ids = served[0], served[1]
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server.base + f"/s/{ids['hostile']}")
+    page.goto(server.base + "/?q=owned")
+    assert page.title() != "owned" and dialogs == []
+    assert page.evaluate("[...document.scripts].map(s => s.getAttribute('src'))") == ["/static/serve.js"]
+    assert page.evaluate("getComputedStyle(document.body).display") != "none"
+    assert page.locator("text=<script>document.title").count() >= 1  # shown as text
+
+
+def test_the_list_shows_a_new_session_without_a_reload(tmp_path, page):
+    from .helpers.serve import ROOT, fixed_log
+    from .fakes.many_sessions import FIXTURES
+
+    import os
+    import subprocess
+    import sys
+
+    dh_home = tmp_path / "dh-home"
+    fixed_log(dh_home, tmp_path)
+    env = {**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}
+    server = Served(env)
+    try:
+        page.goto(server.base + "/")
+        page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+        before = page.locator("#rows tr[data-id]").count()
+        page.evaluate("window.sameDocument = true")
+        subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home",
+                        str(FIXTURES / "claude-code" / "todowrite" / "claude-config")], env=env, check=True)
+        # (no wait_for_function: its polling evaluates strings, which the page's policy forbids)
+        expect(page.locator("#rows tr[data-id]")).to_have_count(before + 1, timeout=WAIT_MS)
+        assert page.evaluate("window.sameDocument") is True
+        assert page.locator("#count").inner_text().startswith(str(before + 1))
+    finally:
+        server.stop()
+
+
+# live, under `dh run` ------------------------------------------------------------------------------
+# reply #1 stalls until the harness is killed (once): the test decides when the crash happens
+STALLED = {"replies": [SCRIPT["replies"][0], dict(SCRIPT["replies"][1], delay_s=600, delay_times=1),
+                       *SCRIPT["replies"][2:]]}
+
+
+@pytest.fixture
+def running(tmp_path):
+    """A `dh run pi` whose second model call stalls, and `dh serve` over its log."""
+    server = FakeModelServer(STALLED).start()
+    rig = Rig(tmp_path, server)
+    watch = HarnessWatch(str(rig.bin_dir))
+    run = spawn_run(rig, "pi")
+    server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=60)
+    served = Served(rig.env)
+    from dh_cli.worlds.local import LocalWorld
+
+    world = LocalWorld(Path(rig.env["DH_HOME"]) / "dh.db", read_only=True)
+    (session,) = world.sessions()
+    world.close()
+    yield served, session.id, watch, run, rig
+    served.stop()
+    if run.poll() is None:
+        run.kill()
+    run.wait(30)
+    watch.stop()
+    server.stop()
+
+
+def kill_harness(watch: HarnessWatch) -> None:
+    (harness,) = watch.running()
+    harness.kill()
+
+
+def test_a_crash_and_its_resume_appear_on_the_open_page(running, page):
+    served, sid, watch, run, _ = running
+    page.goto(f"{served.base}/s/{sid}")
+    page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+    page.evaluate("window.sameDocument = true")
+    assert page.locator(".trace-page #timeline .mark.crash").count() == 0
+    kill_harness(watch)
+    page.wait_for_selector(".trace-page #timeline .mark.crash", timeout=WAIT_MS)
+    page.wait_for_selector(".trace-page #timeline .mark.resume", timeout=WAIT_MS)
+    page.wait_for_selector("#feed li.mark.exited", timeout=WAIT_MS)
+    assert run.wait(120) == 0
+    expect(page.locator(".trace-page #timeline .mark.attempt")).to_have_count(2, timeout=WAIT_MS)
+    assert page.evaluate("window.sameDocument") is True  # no reload happened
+
+
+def test_a_stream_closed_and_reopened_misses_nothing(running, page):
+    served, sid, watch, run, rig = running
+    page.goto(f"{served.base}/s/{sid}")
+    page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+    after = int(page.locator("body").get_attribute("data-stream").split("after=")[1].split(".")[0])
+    page.click("#live-toggle")
+    page.wait_for_selector("body[data-live=closed]")
+    kill_harness(watch)
+    assert run.wait(120) == 0  # the crash, the resume and the rest of the turn, all unseen
+    page.click("#live-toggle")
+    world = rig.world()
+    wanted = [str(i) for (i,) in world.conn.execute(
+        "SELECT id FROM records WHERE session_id = ? AND id > ? ORDER BY id", [sid, after])]
+    events = [f"e{e.seq}" for e in world.events(sid)]
+    world.close()
+    def all_records() -> list[str] | None:
+        shown = page.locator("#feed li").evaluate_all("items => items.map(i => i.dataset.id)")
+        return shown if len([i for i in shown if not i.startswith("e")]) >= len(wanted) else None
+
+    shown = wait_until(all_records, "every record in the feed", WAIT_MS / 1000, 0.2)
+    records = [i for i in shown if not i.startswith("e")]
+    assert records == wanted
+    assert set(events) - set(shown) <= {e for e in events if int(e[1:]) <= _seq_at_load(page)}
+
+
+def _seq_at_load(page) -> int:
+    return int(page.locator("body").get_attribute("data-stream").split(".")[-1])
+
+
+def test_the_readme_pictures_are_made_by_their_command(tmp_path):
+    import struct
+    import subprocess
+    import sys
+
+    from .helpers.screenshot import SHOTS
+    from .helpers.serve import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "tests.helpers.screenshot", str(tmp_path / "docs")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name, (_, width, _) in SHOTS.items():
+        data = (tmp_path / "docs" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">I", data[16:20])[0] == width
+        assert (ROOT / "docs" / name).exists()  # the README's copy

@@ -1,0 +1,99 @@
+"""`dh log list` reads every listed session's model calls in one query (issue 30, "Scale":
+the model_calls view asked once per session made the list quadratic). The totals and costs it
+shows are those of the per-session reads: the view's count of each call (an OpenCode
+message's last version, a source's latest generation) and `session_cost`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from dh_cli.logviews.sessionlist import ListFilter, list_sessions, short_prefixes
+import pytest
+
+from dh_cli.logviews.pricing import Pricer, session_cost
+from dh_cli.tokens import Usage
+from dh_cli.worlds.local import LocalWorld
+
+from .conftest import fixture_home
+
+
+def _import_all(run_dh, tmp_path) -> None:
+    for harness, fixture, scenario in (("claude", "claude-code", "subagent-tasks"),
+                                       ("codex", "codex", "multiturn"), ("pi", "pi", "multiturn"),
+                                       ("opencode", "opencode", "multiturn")):
+        home = fixture_home(fixture, scenario, tmp_path)
+        assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0
+
+
+def _view_calls(world, session_id: str) -> list[tuple]:
+    """The calls as the model_calls view (the log's documented query) counts them."""
+    return list(world.model_call_tokens(session_id))
+
+
+def _log_an_update_of_an_opencode_message(world) -> None:
+    """The message row of an OpenCode call logged again, with more tokens, as OpenCode
+    updates a message while it streams."""
+    conn = sqlite3.connect(world.path)
+    columns = [r[1] for r in conn.execute("PRAGMA table_xinfo(records)") if r[1] not in ("id", "at")]
+    values = {"offset": '"offset" + 100000', "tokens_out": "tokens_out + 7"}
+    conn.execute(f"INSERT INTO records ({', '.join(map(repr, columns))}) SELECT "
+                 + ", ".join(values.get(c, f'"{c}"') for c in columns)
+                 + " FROM records WHERE id = (SELECT MAX(r.id) FROM records r JOIN sessions s"
+                 "  ON s.id = r.session_id WHERE s.harness = 'opencode' AND r.tokens_in IS NOT NULL)")
+    conn.commit()
+
+
+def _call_by_call(calls: list[tuple]) -> float | None:
+    """The calls priced one by one (the list prices a flat-priced model's calls summed)."""
+    pricer, costs = Pricer(), []
+    for model, *counted in calls:
+        costs.append(pricer.cost(model, Usage(*(c or 0 for c in counted))))
+    known = [c for c in costs if c is not None]
+    return round(sum(known), 6) if known else None
+
+
+def test_the_list_counts_each_call_as_the_view_does(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    _log_an_update_of_an_opencode_message(world)
+    listed = list_sessions(world, ListFilter())
+    assert {row["harness"] for row in listed} == {"claude-code", "codex", "pi", "opencode"}
+    for row in listed:
+        calls = _view_calls(world, row["id"])
+        assert calls, row["harness"]
+        assert row["tokens"] == world.token_totals(row["id"])
+        assert row["tokens"]["model_calls"] == len(calls)
+        assert row["cost"] == session_cost(world, row["id"])["usd"]
+        expected = _call_by_call(calls)
+        assert (row["cost"] is None) == (expected is None)
+        assert expected is None or row["cost"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_rewritten_source_counts_only_its_latest_generation(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    (session,) = [r for r in list_sessions(world, ListFilter()) if r["harness"] == "pi"]
+    before = session["tokens"]["model_calls"]
+    conn = sqlite3.connect(world.path)
+    conn.execute("UPDATE records SET generation = 1 WHERE session_id = ? AND \"offset\" >"
+                 " (SELECT MIN(\"offset\") FROM records WHERE session_id = ? AND tokens_in IS NOT NULL)",
+                 [session["id"], session["id"]])
+    conn.commit()
+    (after,) = [r for r in list_sessions(world, ListFilter()) if r["harness"] == "pi"]
+    assert after["tokens"]["model_calls"] == len(_view_calls(world, session["id"])) == before - 1
+
+
+def test_a_limited_list_reads_only_its_sessions_and_agrees(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    everything = list_sessions(world, ListFilter())
+    first_two = list_sessions(world, ListFilter(limit=2))
+    assert first_two == everything[:2]
+
+
+def test_prefixes_asked_for_some_sessions_are_theirs_in_the_full_table(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    every = short_prefixes(world)
+    some = sorted(every)[:2]
+    assert short_prefixes(world, some) == {sid: every[sid] for sid in some}
