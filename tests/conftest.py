@@ -51,6 +51,16 @@ def pytest_report_header(config):
             f"typer {typer.__version__}, python {sys.version.split()[0]}")
 
 
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's one browser for the run, the system Chromium. Every browser test takes
+    its `browser` or `page`: that plugin keeps a sync Playwright open in the worker for the
+    whole session, and a second sync_playwright() in the same process is refused."""
+    from .helpers.serve import CHROMIUM, CHROMIUM_ARGS
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "headless": True,
+            "args": CHROMIUM_ARGS}
+
+
 @pytest.fixture(autouse=True)
 def dh_home(tmp_path, monkeypatch):
     home = tmp_path / "dh-home"

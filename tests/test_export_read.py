@@ -67,12 +67,9 @@ def test_the_export_renders_the_answer_and_highlights_tool_inputs(answered):
     assert re.search(r'<pre class="json hl"><span class="p">\{</span>', page)  # Read's input
 
 
-def _measure(page, width: int, shot) -> dict:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        tab = browser.new_page(viewport={"width": width, "height": 900})
+def _measure(browser, page, width: int, shot) -> dict:
+    tab = browser.new_page(viewport={"width": width, "height": 900})
+    try:
         tab.goto(page.as_uri())
         tab.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         found = tab.evaluate("""() => ({
@@ -82,16 +79,17 @@ def _measure(page, width: int, shot) -> dict:
                 return r.width > 0 && r.right > document.documentElement.clientWidth + 0.5;
             }).map(e => e.tagName + '.' + e.className).slice(0, 5)})""")
         tab.screenshot(path=str(shot), full_page=True)
-        browser.close()
+    finally:
+        tab.close()
     return found
 
 
 @skip_if_missing(not CHROMIUM, "chromium is not installed (.ci/run installs it with apt-get)")
-def test_the_page_reads_at_400_px_without_scrolling_sideways(answered, tmp_path):
+def test_the_page_reads_at_400_px_without_scrolling_sideways(answered, tmp_path, browser):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for width in (1400, 400):
         shot = tmp_path / f"export-{width}.png"
-        found = _measure(answered, width, shot)
+        found = _measure(browser, answered, width, shot)
         assert found["page"] <= found["view"] and found["wide"] == [], (width, found)
         shutil.copy(shot, ARTIFACTS / f"export-{width}px.png")  # kept for a person to look at
 

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from tests.require import skip_if_missing
 
 from .fakes.model_server import FakeModelServer
-from .helpers.serve import CHROMIUM, CHROMIUM_ARGS, Served, serve_fixed_log
+from .helpers.serve import CHROMIUM, Served, serve_fixed_log
 from .rig import SCRIPT, Rig
 from .helpers.kill import HarnessWatch, spawn_run
 from .helpers.wait import wait_until
@@ -24,12 +24,6 @@ pytestmark = [pytest.mark.browser,
               skip_if_missing(not Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
 
 WAIT_MS = 60_000  # what a page may take to show a change (the log is polled every 0.5 s)
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "headless": True,
-            "args": CHROMIUM_ARGS}
 
 
 @pytest.fixture(scope="module")

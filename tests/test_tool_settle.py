@@ -18,6 +18,7 @@ from dh_cli.wrappers.replay import repair_text
 
 DRIVER = textwrap.dedent("""
     import ctypes, json, os, signal, subprocess, sys, time
+    import psutil
     from dh_cli.procs import become_subreaper
     from dh_cli.supervisor.tools import ToolTracker
 
@@ -39,13 +40,24 @@ DRIVER = textwrap.dedent("""
             not any(c.startswith("bash") for _, c in tracker.seen.values()):
         tracker.snapshot()  # dh snapshots every second; a child seen before its exec is refreshed
         time.sleep(0.05)
+    # the shell has started (unseen by dh when it does not look): a loaded machine can take
+    # longer than any fixed pause to start the harness's interpreter
+    shell = None
+    while shell is None and time.monotonic() < deadline:
+        shell = next((c for c in psutil.Process(harness.pid).children()
+                      if c.name() == "bash" and "sleep" in " ".join(c.cmdline())), None)
+        time.sleep(0.05)
     time.sleep(0.3)
     os.killpg(harness.pid, signal.SIGKILL)
     harness.wait()
     if sys.argv[4] == "0":
         time.sleep(0.3)  # dh looks only after the shell died of its parent-death signal
-    if sys.argv[4] == "late":
-        time.sleep(1.5)  # ... and after the sleep inside it ended too
+    while sys.argv[4] == "late" and shell is not None and time.monotonic() < deadline + 10:
+        try:  # ... and after the sleep inside it ended too: its group is empty
+            os.killpg(shell.pid, 0)
+            time.sleep(0.05)
+        except ProcessLookupError:
+            break
     print(json.dumps([o.to_dict() for o in tracker.settle(float(sys.argv[3]))]))
 """)
 
