@@ -49,7 +49,7 @@ def test_a_session_id_that_is_not_a_dh_id_is_refused_before_any_argv_or_path(tmp
 def test_the_check_is_the_worker_s(monkeypatch):
     """refusal() is what the worker's claim asks (a refused session is never claimed)."""
     seen = []
-    monkeypatch.setattr(worker_module, "claim", lambda world, ttl, harnesses, accept: seen.append(
+    monkeypatch.setattr(worker_module, "claim", lambda world, ttl, harnesses, accept, skip: seen.append(
         accept(Claim("--help", "pi", "/", "h", 1, 2))))
     Worker(WorkerOptions("postgres", URL, max_sessions=1, notice=lambda _line: None))._claim_all(None)
     assert seen and "not a dh session id" in seen[0]

@@ -9,6 +9,7 @@ beside it. From that step on the old holder's writes are refused by the server (
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 
 from ... import events
@@ -16,7 +17,9 @@ from ...errors import SessionLocked
 from .lease import take
 from .protocol import Holder, LeaseRow
 
-OPEN_STATES = ("starting", "running")  # a turn was open when the holder went silent
+# a turn was open when the holder went silent; a `waiting` one was cut by a provider's limit,
+# and the taker's `dh resume` waits that limit out again if it still holds
+OPEN_STATES = ("starting", "running", "waiting")
 
 
 @dataclass
@@ -30,14 +33,13 @@ class Claim:
     restore: bool = False  # its cwd is missing here: restored from its workspace snapshot first
 
 
-PASS = "pass"  # accept()'s answer for a session this worker leaves to another (its own problem)
-
-
-def orphans(world, harnesses: list[str] | None = None, limit: int = 5) -> list[Claim]:
+def orphans(world, harnesses: list[str] | None = None, limit: int = 5,
+            skip: Collection[str] = ()) -> list[Claim]:
     """Sessions whose holder went silent mid-turn (lapsed, not released, not refused), the
-    longest silent first, each as the claim it would be."""
-    lapsed = sorted((l for l in world.leases().values()
-                     if l.left <= 0 and not l.released and not l.refused), key=lambda l: -l.age)
+    longest silent first, each as the claim it would be. `skip`: sessions the caller leaves
+    to others, left out before `limit` counts, so they cannot hide the ones behind them."""
+    lapsed = sorted((l for l in world.leases().values() if l.left <= 0 and not l.released
+                     and not l.refused and l.session_id not in skip), key=lambda l: -l.age)
     out = []
     for lease in lapsed:
         session = _session(world, lease.session_id)
@@ -60,16 +62,16 @@ def _session(world, session_id: str):
         return None
 
 
-def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None) -> Claim | None:
+def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None,
+          skip: Collection[str] = ()) -> Claim | None:
     """One orphaned session, now this process's (None: there is none). `accept(candidate)`
-    returns None to take it, PASS to leave it to another worker, or the reason to refuse it
-    (kept in the world, never claimed). A session taken over TAKEOVER_BUDGET times within the
-    window is refused and FATAL instead, with the reason (lease_claim, on the server)."""
+    returns None to take it or the reason to refuse it (kept in the world, never claimed);
+    `skip`: sessions left to other workers (their harness is missing here), unrefused. A
+    session taken over TAKEOVER_BUDGET times within the window is refused and FATAL instead,
+    with the reason (lease_claim, on the server)."""
     me = Holder.me()
-    for candidate in orphans(world, harnesses):
+    for candidate in orphans(world, harnesses, skip=skip):
         reason = accept(candidate) if accept else None
-        if reason == PASS:
-            continue
         if reason:
             world.lease_refuse(candidate.session_id, candidate.from_epoch, reason)
         elif world.lease_claim(candidate.session_id, candidate.from_epoch, me, ttl_s):

@@ -33,7 +33,7 @@ from ...errors import HarnessNotFound, WorldError
 from ...paths import dh_home
 from ..locks import SAFE_ID
 from .live_world import HAND_BACK
-from .takeover import PASS, Claim, claim, orphans, steal
+from .takeover import Claim, claim, orphans, steal
 from .worker_place import RunAs, current_user, place_refusal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
@@ -139,16 +139,11 @@ class Worker:
     def _claim_all(self, world) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
-                        lambda candidate: PASS if self._not_for_me(candidate.session_id)
-                        else refusal(world, candidate, self.opts.run_as))
+                        lambda candidate: refusal(world, candidate, self.opts.run_as),
+                        skip=self.passed | set(self.children))
             if got is None:
                 return
             self._start(got)
-
-    def _not_for_me(self, sid: str) -> bool:
-        """A session this machine cannot run, or whose child (it let the lease go as it
-        failed) was not reaped yet: left to the other workers."""
-        return sid in self.passed or sid in self.children
 
     def _start(self, got: Claim) -> None:
         folder = dh_home() / "worker"
@@ -296,7 +291,7 @@ def _nearest_existing(path: str) -> str:
 
 def orphan_left(world, harnesses: list[str] | None, passed=()) -> bool:
     """An orphan this worker may claim (not one it passed on: its harness is missing here)."""
-    return any(c.session_id not in passed for c in orphans(world, harnesses, limit=len(passed) + 1))
+    return bool(orphans(world, harnesses, limit=1, skip=passed))
 
 
 def _next_lapse(world) -> float:
