@@ -58,12 +58,13 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 def _fill(folder: Path) -> Path:
     """Take every free byte of the filesystem at folder."""
     filler = folder / "filler"
-    with open(filler, "wb") as handle:
+    # unbuffered: a buffered file keeps the part of a block the disk refused and raises
+    # ENOSPC again from close(), outside the try (seen in a full run)
+    with open(filler, "wb", buffering=0) as handle:
         block = b"\0" * 65536
         try:
             while True:
                 handle.write(block)
-                handle.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return filler

@@ -80,10 +80,11 @@ def _lines(screen: str) -> list[str]:
 
 def _words(screen: str) -> set[str]:
     """Words as a person reads them: split at spaces and after a path's '/'; a clip's '…',
-    relative times ('14m ago' may turn '15m' between two looks) and less's prompt set aside."""
+    relative times ('14m ago' may turn '15m' between two looks), plain figures (`dh doctor`'s
+    free bytes change between two looks) and less's prompt set aside."""
     text = re.sub(r"\n:\s*$", "\n", screen.replace(END, ""))
     words = {w.strip("…") for w in re.split(r"\s+|(?<=/)", text)}
-    return {re.sub(r"^\d+[smhdw]$", "N", w) for w in words if w.strip("…│╭╮╰╯─")}
+    return {re.sub(r"^(\d+[smhdw]|\d[\d,.]*)$", "N", w) for w in words if w.strip("…│╭╮╰╯─")}
 
 
 VIEWS = {"status": [], "list": ["log", "list"], "show": ["log", "show", "{id}"],
