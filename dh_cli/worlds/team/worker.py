@@ -140,6 +140,8 @@ class Worker:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
                         lambda candidate: refusal(world, candidate, self.opts.run_as),
+                        # sessions this machine cannot run (no harness), and those whose
+                        # child let the lease go as it failed but is not reaped yet
                         skip=self.passed | set(self.children))
             if got is None:
                 return
