@@ -25,9 +25,9 @@ _BEARER = re.compile(r"\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}", re.
 # the name is matched from its keyword on (GITHUB_TOKEN from TOKEN): no backtracking over
 # every word of a record, which made masking 100 us a line
 _NAMED = re.compile(
-    r"(?P<name>(?:password|passwd|secret|token(?!s)|api[_-]?key|apikey|access[_-]?key"
+    r"(?P<name>(?:password|passwd|secret|tokens?|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key|credential)[\w.-]*[\"']?\s*[:=]\s*(?:\\?[\"'])?)"
-    r"(?P<value>(?!\*\*\*)(?!\d+\b)[^\s\"',;&<>\\]{3,})", re.I)
+    r"(?P<value>(?!\*\*\*)(?!\d+\b)(?!(?:null|true|false|none)\b)[^\s\"',;&<>\\]{3,})", re.I)
 _NAMED_LOWER = re.compile(_NAMED.pattern)  # on lower-cased text: no IGNORECASE, 4x faster
 # Which families a text may hold, told by plain substrings of its lower-cased copy: a
 # record with none of them skips the substitutions (a push masks every record it sends).
@@ -42,8 +42,12 @@ _KEYWORDS = {
     "named": ("passw", "secret", "token", "api_key", "api-key", "apikey", "access", "private", "credential"),
     "url": ("://",),
 }
+# `input_tokens: 123`, in every usage record, is no secret, and most records hold one: a
+# `tokens` name passes the prefilter only when a value that is no number or literal follows
+# (`refresh_tokens=…`, `MY_TOKENS="…"`), the values _NAMED masks.
+_TOKENS_VALUE = rb"tokens[\w.-]*[\"']?\s*[:=]\s*(?:\\?[\"'])?(?![\d\s\[{\"'\\]|null|true|false|none)"
 _ANY = re.compile(b"|".join(re.escape(k.encode()) for keys in _KEYWORDS.values() for k in keys)
-                  .replace(b"token", b"token(?!s)"))  # input_tokens, in every usage record, is no secret
+                  .replace(b"token", b"token(?!s)|" + _TOKENS_VALUE))
 _ANY_TEXT = re.compile(_ANY.pattern.decode())  # the same test on text: most values hold no keyword
 _FAMILIES = {
     "pem": lambda t: _PEM.sub(lambda m: f"-----BEGIN {m[1]}PRIVATE KEY-----{MASK}-----END {m[1]}PRIVATE KEY-----", t),
