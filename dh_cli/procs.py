@@ -74,8 +74,11 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
 
 
 def drain(fd: int) -> None:
+    """Every byte waiting on a non-blocking wake pipe read and dropped, so the next wait
+    sleeps until something new arrives."""
     try:
-        os.read(fd, 4096)
+        while os.read(fd, 4096):
+            pass
     except BlockingIOError:
         pass
 

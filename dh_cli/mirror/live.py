@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import LogDbError
 from ..osthread import name_os_thread
+from ..procs import drain
 from ..stores import warm as warm_store
 from ..worlds.checkpoint import Checkpointer
 from ..worlds.local import LocalWorld
@@ -79,11 +80,7 @@ class Wake:
                     pass  # the pipe is full of wake-ups already
 
     def drain(self) -> None:
-        try:
-            while os.read(self.read_fd, 512):
-                pass
-        except BlockingIOError:
-            pass
+        drain(self.read_fd)
 
     def close(self) -> None:
         with self.lock:

@@ -95,12 +95,6 @@ class Lease:
         except WorldError:
             pass  # the server is gone: the lease lapses on its own after its TTL
 
-    def release_and_close(self) -> None:
-        try:
-            self.release()
-        finally:
-            self.world.close()
-
     def __enter__(self) -> "Lease":
         return self if self.epoch is not None else self.acquire()
 

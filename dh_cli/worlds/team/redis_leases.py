@@ -11,6 +11,7 @@ import select
 import threading
 
 from ...errors import WorldError
+from ...procs import drain
 from .fencing import LEASE_CHANNEL
 from .protocol import TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
 
@@ -112,11 +113,7 @@ class RedisLeaseChanges:
         return bool(ready)
 
     def drain(self) -> None:
-        try:
-            while os.read(self._read, 512):
-                pass
-        except BlockingIOError:
-            pass
+        drain(self._read)
         if self.failed is not None:
             raise WorldError(f"lost the connection to Redis at {self.world.shown}: "
                              f"{self.world._reason(self.failed)}")

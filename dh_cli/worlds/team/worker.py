@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ...errors import HarnessNotFound, WorldError
 from ...paths import dh_home
+from ...procs import drain
 from ..locks import SAFE_ID
 from .live_world import HAND_BACK
 from .takeover import Claim, claim, orphans, steal
@@ -114,7 +115,7 @@ class Worker:
                 failures += 1
                 world = self._close(world)
                 select.select([wake_r], [], [], min(30.0, 0.5 * 2 ** failures))
-                _drain(wake_r)
+                drain(wake_r)
         return world or self._connect_quietly()
 
     def _connect_quietly(self):
@@ -209,7 +210,7 @@ class Worker:
             timeout = min(timeout, self.opts.ttl_s / 3)
         ready, _, _ = select.select([self.changes.fileno(), wake_r], [], [], timeout)
         if wake_r in ready:
-            _drain(wake_r)
+            drain(wake_r)
         if self.changes.fileno() in ready:
             self.changes.drain()
 
@@ -311,9 +312,3 @@ def _close(world) -> None:
     return None
 
 
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
