@@ -12,7 +12,7 @@ import pytest
 
 from dh_cli.models import Record
 from dh_cli.wrappers import get
-from dh_cli.wrappers.limits import reset_after
+from dh_cli.wrappers.limits import reset_after, retry_after, wait_told
 
 FIXTURES = Path(__file__).parent / "fixtures" / "limits"
 UTC = timezone.utc
@@ -107,9 +107,90 @@ def test_codex_a_turn_that_completed_is_no_limit():
                                    epoch("2026-12-02T14:16:30")) is None
 
 
-@pytest.mark.parametrize("harness", ["pi", "opencode"])
-def test_harnesses_that_wait_by_themselves_report_no_limit(harness):
-    assert get(harness).limit_from(records("claude-code-2.1.197-429.jsonl"), 0.0) is None
+def last_message_edit(change):
+    """An edit of the last `message` line or row of a Pi or OpenCode capture: change(message)."""
+    def edit(lines: list[bytes]) -> list[bytes]:
+        at = max(i for i, line in enumerate(lines) if b'"type":"message"' in line or b'"table": "message"' in line)
+        obj = json.loads(lines[at])
+        if "table" in obj:
+            data = json.loads(obj["data"])
+            change(data)
+            obj["data"] = json.dumps(data)
+        else:
+            change(obj["message"])
+        return [*lines[:at], json.dumps(obj).encode(), *lines[at + 1:]]
+    return edit
+
+
+def capture(name: str, edit=None) -> list[Record]:
+    lines = (FIXTURES / name).read_bytes().splitlines()
+    lines = edit(lines) if edit else lines
+    return [Record(source_id=1, generation=1, offset=i, raw=line) for i, line in enumerate(lines)]
+
+
+@pytest.mark.parametrize("name", ["pi-0.73.1-anthropic-429.jsonl", "pi-1.6.0-anthropic-429.jsonl"])
+def test_pi_messages_api_429_is_a_rate_limit_without_a_reset(name):
+    found = get("pi").limit_from(capture(name), epoch("2026-12-02T17:30:00"))
+    assert (found.which, found.label, found.reset_at) == ("rate_limit", "rate", None)
+    assert "rate_limit_error" in found.text
+
+
+@pytest.mark.parametrize("name,told", [("pi-0.73.1-openai-429.jsonl", 1), ("pi-1.6.0-openai-429.jsonl", 400)])
+def test_pi_chat_completions_429_resets_when_its_body_said(name, told):
+    rows = capture(name)
+    last = json.loads(rows[-1].raw)["message"]
+    found = get("pi").limit_from(rows, epoch("2026-12-02T17:30:00"))
+    assert (found.which, found.label) == ("rate_limit", "rate")
+    assert found.reset_at == pytest.approx(last["timestamp"] / 1000 + told)
+
+
+def test_pi_other_errors_and_turns_that_went_on_are_no_limit():
+    def server_error(message):
+        message["errorMessage"] = "500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\"}}"
+
+    def answered(message):
+        message.update(stopReason="stop", content=[{"type": "text", "text": "All done."}])
+        message.pop("errorMessage")
+    for change in (server_error, answered):
+        assert get("pi").limit_from(capture("pi-1.6.0-anthropic-429.jsonl", last_message_edit(change)), 0.0) is None
+
+
+def test_opencode_messages_api_429_names_the_unified_limit_and_its_reset():
+    found = get("opencode").limit_from(capture("opencode-1.18.33-anthropic-429.jsonl"), 0.0)
+    assert (found.which, found.label) == ("five_hour", "5-hour")
+    assert found.reset_at == 1796232441.0  # the `anthropic-ratelimit-unified-reset` header the server sent
+
+
+def test_opencode_chat_completions_429_resets_after_its_retry_after():
+    rows = capture("opencode-1.18.33-openai-429.jsonl")
+    message = json.loads([json.loads(r.raw) for r in rows if b'"table": "message"' in r.raw][-1]["data"])
+    found = get("opencode").limit_from(rows, 0.0)
+    assert (found.which, found.label) == ("rate_limit", "rate")
+    assert found.reset_at == message["time"]["completed"] / 1000 + 2  # retry-after: 2
+
+
+def test_opencode_other_errors_and_answers_are_no_limit():
+    def server_error(message):
+        message["error"]["data"].update(statusCode=500, responseBody='{"error": {"type": "server_error"}}')
+
+    def answered(message):
+        message.pop("error")
+        message["finish"] = "stop"
+    for change in (server_error, answered):
+        rows = capture("opencode-1.18.33-openai-429.jsonl", last_message_edit(change))
+        assert get("opencode").limit_from(rows, 0.0) is None
+
+
+@pytest.mark.parametrize("text,seconds", [("Please try again in 20s.", 20), ("try again in 1m30s", 90),
+                                          ("try again in 640ms", 0.64), ("Please try again later.", None)])
+def test_wait_told_reads_openai_try_again_in(text, seconds):
+    assert wait_told(text) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    assert retry_after("2", 100.0) == 102.0
+    assert retry_after("Wed, 02 Dec 2026 17:27:19 GMT", 0.0) == epoch("2026-12-02T17:27:19")
+    assert retry_after("soon", 0.0) is None
 
 
 @pytest.mark.parametrize("text,now,expected", [

@@ -255,9 +255,10 @@ class ClaudeWrapper(Wrapper):
         """Claude Code (2.1.197 and 2.1.332, `-p` with an API key, against a loopback server
         answering 429 `rate_limit_error` with `retry-after` and the unified headers
         `anthropic-ratelimit-unified-status: rejected`, `-reset`, `-representative-claim`):
-        - a `retry-after` of 30 s is waited out by Claude itself (a stream-json `system`
-          `api_retry` line, `retry_delay_ms: 30000`; the next request went through and the
-          turn completed, exit 0): no limit for dh;
+        - a `retry-after` of 30 s or 40 s is waited out by Claude itself (a stream-json
+          `system` `api_retry` line, `retry_delay_ms` the header's, `max_retries: 10`, in
+          its output only, not the transcript; the next request went through and the turn
+          completed, exit 0): no limit for dh;
         - with `retry-after: 400` (or 3600) it makes one request, writes a synthetic
           assistant row (`model: "<synthetic>"`, `"error": "rate_limit"`; 2.1.332 adds
           `isApiErrorMessage`, `apiErrorStatus: 429`, `apiErrorType`) with the text "API

@@ -1,7 +1,9 @@
 """A provider's usage or rate limit as a harness reports it (`Wrapper.limit_from`), and the
 reading of the reset times harnesses print: a wall-clock time in the user's time zone,
 to the minute or the hour, sometimes with a date or a zone name ("resets 3pm",
-"resets Dec 5, 3:30pm (Europe/Paris)", "try again at 2:16 PM", "try again at Dec 5 3:04 PM")."""
+"resets Dec 5, 3:30pm (Europe/Paris)", "try again at 2:16 PM", "try again at Dec 5 3:04 PM"),
+and of a provider's 429 as an SDK passes it on (status, body, headers) to harnesses that
+keep the API's own words (Pi, OpenCode)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MAX_TEXT = 300  # of the harness's message, kept in the limit event
 
+# the Anthropic API's unified limits (`anthropic-ratelimit-unified-representative-claim`)
+CLAIMS = {"five_hour": "5-hour", "seven_day": "weekly", "seven_day_opus": "weekly Opus",
+          "seven_day_sonnet": "weekly Sonnet"}
+# a 429 as the SDKs print it ("429 {…}", "429: {…}"), or the error types of the APIs' bodies
+_LIMIT_ERROR = re.compile(r"^\s*429\b|rate_limit_error|rate_limit_exceeded|usage_limit_reached|"
+                          r"too many requests", re.IGNORECASE)
+# the OpenAI API's "Please try again in 20s" (also "1m30s", "2h5m3.2s", "640ms")
+_TRY_IN = re.compile(r"try again in (?:(?P<h>\d+)h)?(?:(?P<m>\d+)m(?!s))?(?:(?P<s>\d+(?:\.\d+)?)s)?"
+                     r"(?:(?P<ms>\d+)ms)?", re.IGNORECASE)
 MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
 _CLOCK = re.compile(
@@ -81,4 +92,39 @@ def _zone(name: str | None):
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def api_limit_kind(text: str) -> tuple[str, str] | None:
+    """(which, label) when a provider's error text (its status and body, as an SDK prints
+    them) is a usage or rate limit; None for any other error."""
+    if not _LIMIT_ERROR.search(text):
+        return None
+    if "usage_limit" in text.lower():
+        return "usage_limit_reached", "usage"
+    return "rate_limit", "rate"
+
+
+def wait_told(text: str) -> float | None:
+    """The seconds of an OpenAI "try again in 1m30s" in text; None without one."""
+    found = _TRY_IN.search(text)
+    if not found or not any(found.groupdict().values()):
+        return None
+    parts = {k: float(v) for k, v in found.groupdict().items() if v}
+    return (parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+            + parts.get("ms", 0) / 1000)
+
+
+def retry_after(value, since: float) -> float | None:
+    """The epoch seconds an HTTP `retry-after` (seconds, or an HTTP date) names, counted
+    from `since`; None when it is neither."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return since + float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return parsedate_to_datetime(str(value)).timestamp()
+    except (TypeError, ValueError, IndexError):
         return None

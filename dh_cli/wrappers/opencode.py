@@ -16,10 +16,17 @@ What `opencode run --session <id>` / `opencode -s <id>` reads (1.18.33), and wha
 - `opencode.json` and the `@opencode-ai/plugin` install in the config dir: the user's config.
   With the data, state and cache dirs deleted, the import and the todo rows were enough.
 
-A provider's limit (1.18.33, Chat Completions, a loopback server answering 429
-`rate_limit_exceeded` with `retry-after: 30`): OpenCode waits it out itself, retries after
-the 30 s, and the turn completed (exit 0); nothing about it was written to the session's
-rows. dh sees no limit (`limit_from` is None)."""
+A provider's limit (1.18.33, `run --format json`, a loopback server refusing from the 2nd
+model request on; Chat Completions through @ai-sdk/openai-compatible, the Messages API
+through @ai-sdk/anthropic): OpenCode retries by itself (SessionRetry), 5 times, each after
+the `retry-after` the refusal named, however long (400 s: nothing written or printed in the
+60 s watched; without the header 2, 4, 8 … s, at most 30 s). A truthful `retry-after` is
+waited out and the turn completes (exit 0), with nothing about it in the session's rows.
+When the refusals outlast the retries (`retry-after: 2`: 6 refusals, 10 s), it writes the
+assistant message's `error`: `{"name": "APIError", "data": {"message", "statusCode": 429,
+"isRetryable", "responseHeaders", "responseBody"}}`, prints the same as a `{"type": "error"}`
+line, and exits 1. The reset: the headers' `anthropic-ratelimit-unified-reset` (epoch
+seconds), else their `retry-after` from the message's `time.completed` (`limit_from`)."""
 
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
 from .identity import pick_launched, same_dir
+from .limits import CLAIMS, Limit, api_limit_kind, limit, retry_after
 from .opencode_rows import latest_rows, row_data, row_key, row_order
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
@@ -225,6 +233,25 @@ class OpenCodeWrapper(Wrapper):
 
         return write_opencode_todos(home, native_id, lambda: document("todos"))
 
+    def limit_from(self, records: list[Record], now: float) -> Limit | None:
+        """The session's last message is an assistant whose `error` is an APIError 429 (see
+        the module's notes), with the reset its response headers give."""
+        messages = sorted((r for r in latest_rows(records) if r.get("table") == "message"), key=row_order)
+        data = row_data(messages[-1]) if messages else {}
+        error = data.get("error")
+        info = error.get("data") if isinstance(error, dict) and error.get("name") == "APIError" else None
+        if data.get("role") != "assistant" or not isinstance(info, dict):
+            return None
+        text = str(info.get("message") or "")
+        kind = api_limit_kind(f"{info.get('statusCode')} {info.get('responseBody') or text}")
+        if kind is None:
+            return None
+        headers = info.get("responseHeaders") if isinstance(info.get("responseHeaders"), dict) else {}
+        claim = headers.get("anthropic-ratelimit-unified-representative-claim")
+        if claim in CLAIMS:
+            kind = (claim, CLAIMS[claim])
+        return limit(*kind, _reset(headers, data), "message: assistant error APIError 429", text)
+
     def is_complete(self, parsed: list[Parsed]) -> bool:
         messages = [p for p in parsed if p.kind in ("user", "assistant")]
         return bool(messages) and messages[-1].kind == "assistant" and \
@@ -292,3 +319,17 @@ class OpenCodeWrapper(Wrapper):
         if not prompt:
             return Relaunch(argv)
         return Relaunch(argv, continues="typed", typed=prompt, ready=b"ctrl+p")
+
+
+def _reset(headers: dict, message: dict) -> float | None:
+    """The epoch seconds a refusal's headers name for its reset."""
+    unified = headers.get("anthropic-ratelimit-unified-reset")
+    if unified is not None:
+        try:
+            return float(unified)
+        except (TypeError, ValueError):
+            pass
+    completed = (message.get("time") or {}).get("completed")
+    if "retry-after" not in headers or type(completed) not in (int, float):
+        return None
+    return retry_after(headers["retry-after"], completed / 1000)

@@ -7,12 +7,18 @@ What `pi --session <file>` reads (0.73.1 and 1.6.0), and what dh does: the sessi
 config; `auth.json` is made anew (`{}`). With the agent dir deleted but `models.json`, the
 rebuilt file resumed the conversation.
 
-A provider's limit (0.73.1 on the Anthropic Messages API, a loopback server answering 429
-`rate_limit_error` with `retry-after` and the unified headers): Pi waits it out itself, in
-its process, writing nothing meanwhile. With `retry-after: 30` the next request came 30 s
-later and the turn completed (exit 0); with `retry-after: 400` no request came in the 90 s
-watched and nothing was written or printed. So dh sees no limit (`limit_from` is None); a
-`--stall-timeout` shorter than the provider's wait would take that silence for a hang."""
+A provider's limit (a loopback server refusing from the 2nd model request on; 0.73.1 and
+1.6.0, `-p --mode json`, the Messages API with the unified headers and Chat Completions):
+- 0.73.1 retries in its SDK, sleeping whatever `retry-after` says (400 s: no request and
+  nothing written or printed for the 100 s watched), 3 requests, then its own agent retry
+  (2, 4, 8 s) of those 3 each: with `retry-after: 2` it gave up after 12 refusals, 34 s.
+  A truthful `retry-after` is waited out silently and the turn completes (exit 0).
+- 1.6.0 does not retry in the SDK (and fails at once past a 60 s `retry-after`): its agent
+  retry alone, 2, 4, 8 s, so it gave up after 4 refusals, 14 s, whatever the header said.
+- Giving up, both write each refusal as an assistant message with `stopReason: "error"` and
+  `errorMessage` the SDK's "429 {body}" (0.x) or "429: {body}" (1.x), 1.6.0 a `context_edit`
+  after each retried one; the same `agent_end` in stdout; exit 0. No header is kept: a reset
+  is known only from an OpenAI body's "Please try again in 20s" (`limit_from`)."""
 
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, 
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 from .identity import modified_since
+from .limits import Limit, api_limit_kind, limit, wait_told
 
 FINAL_STOPS = {"stop", "length"}
 VALUE_FLAGS = frozenset({
@@ -157,6 +164,22 @@ class PiWrapper(Wrapper):
     def is_complete(self, parsed: list[Parsed]) -> bool:
         turns = [p for p in parsed if p.kind in ("user", "assistant", "tool_call", "tool_result")]
         return bool(turns) and turns[-1].kind == "assistant" and turns[-1].stop_reason in FINAL_STOPS
+
+    def limit_from(self, records: list[Record], now: float) -> Limit | None:
+        """The last message is an assistant `stopReason: "error"` whose `errorMessage` is a
+        429 (see the module's notes); its reset only from an OpenAI "try again in Ns",
+        counted from the message's time."""
+        message = next((obj["message"] for obj in reversed(json_objects(records))
+                        if obj.get("type") == "message" and isinstance(obj.get("message"), dict)), {})
+        if message.get("role") != "assistant" or message.get("stopReason") != "error":
+            return None
+        text = str(message.get("errorMessage") or "")
+        kind = api_limit_kind(text)
+        if kind is None:
+            return None
+        told, at = wait_told(text), message.get("timestamp")
+        reset = at / 1000 + told if told is not None and type(at) in (int, float) else None
+        return limit(*kind, reset, "session: assistant message stopReason error", text)
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
