@@ -12,7 +12,7 @@ import pytest
 
 from tests.require import skip_if_missing
 
-from dh_cli.logviews.pricing import Pricer
+from dh_cli.pricing import Pricer
 from dh_cli.tokens import counts
 from dh_cli.wrappers.claude import claude_usage
 from dh_cli.wrappers.codex import codex_usage

@@ -48,6 +48,8 @@ LOCAL_ONLY_COLUMNS = {
     ("records", "session_id"): "kept on each record so per-session queries need no join",
     ("records", "packed"): "a line SQLite's json_valid() refuses, as bytes; `raw` holds the JSON "
                            "text (so JSON functions never fail), the world keeps one bytea `raw`",
+    ("records", "price_usd"): "a model call's price by THIS machine's price table (genai-prices), "
+                              "filled as the record is written here, pulled or not",
 }
 WORLD_ONLY_COLUMNS: dict[tuple[str, str], str] = {}
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
+from ..pricing import register_price
 from ..errors import ConfigError, LogConflict, LogDbError
 from . import checkpoint, migrations
 from .rows import column
@@ -154,6 +155,7 @@ class LocalConnection:
         if new:
             self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self.conn.execute("PRAGMA foreign_keys=ON")
+        register_price(self.conn)  # records.price_usd is filled as a record is written
         if os.access(self.path, os.W_OK) and not self._read_only:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")

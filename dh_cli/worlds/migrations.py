@@ -483,6 +483,34 @@ def m041_session_worlds(db: Database) -> None:
                " url TEXT, at TEXT NOT NULL)")
 
 
+@migration
+def m042_record_prices(db: Database) -> None:
+    # Each model call's price in USD beside its tokens, so that the log answers "what did it
+    # cost" to plain sqlite3, sqlite-utils and datasette, which cannot run genai-prices: dh
+    # prices a record as it writes it (rows.INSERT_RECORD calls dh_price(), pricing.py), and
+    # here every call logged before. Local only, like the search index: each machine prices
+    # the records it holds with its own price table.
+    from ..pricing import register_price
+
+    register_price(db.conn)
+    db.execute("ALTER TABLE records ADD COLUMN price_usd REAL")
+    db.execute("""UPDATE records SET price_usd = dh_price(model, tokens_in, tokens_cache_read,
+                      tokens_cache_write, tokens_cache_write_1h, tokens_out, tokens_reasoning)
+                  WHERE tokens_in IS NOT NULL""")
+
+
+@migration
+def m043_model_call_prices(db: Database) -> None:
+    # model_calls of m037 with each call's price (records.price_usd, NULL for a model the
+    # price table does not know). `turns` reads model_calls by name and is left as it is.
+    db.execute("DROP VIEW model_calls")
+    db.execute(MODEL_CALLS_M043)
+
+
+MODEL_CALLS_M043 = VIEWS_M037[0].replace(
+    "AS tokens_prompt\n", "AS tokens_prompt,\n              u.price_usd\n", 1)
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

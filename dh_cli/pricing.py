@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from ..tokens import Usage
+from .tokens import KINDS, Usage
 
 _MILLION = Decimal(1_000_000)
 _SUFFIX = re.compile(r"\[[^\]]*\]$")  # Claude Code's "claude-opus-4-8[1m]": a context variant
@@ -60,6 +60,26 @@ class Pricer:
         return float(prices.calc_price(Counted(
             input_tokens=u.prompt, output_tokens=u.output, cache_read_tokens=u.cache_read,
             cache_write_tokens=writes, cache_write_1h_tokens=u.cache_write_1h))["total_price"])
+
+
+_LOGGED = Pricer()
+
+
+def logged_price(model, *counted) -> float | None:
+    """One logged call's price (the counts of tokens.KINDS, NULL as 0): the value of the log's
+    `records.price_usd`, filled as SQL's `dh_price()` when a record is written (see
+    register_price), so that sqlite3, sqlite-utils and datasette read the price dh prints.
+    Never raises: an exception here would fail the insert, and no price is worth a record."""
+    try:
+        return _LOGGED.cost(model, Usage(*(int(c or 0) for c in counted)))
+    except Exception:  # noqa: BLE001 (a broken price table leaves the price NULL)
+        return None
+
+
+def register_price(conn) -> None:
+    """`dh_price(model, input, cache_read, cache_write, cache_write_1h, output, reasoning)` on a
+    SQLite connection: what the log's writer and its migrations price records with."""
+    conn.create_function("dh_price", 1 + len(KINDS), logged_price, deterministic=True)
 
 
 def _lookup(model: str):
