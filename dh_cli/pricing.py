@@ -6,6 +6,8 @@ each at their own rate (the kinds of tokens.py)."""
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
+import os
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -80,6 +82,20 @@ def register_price(conn) -> None:
     """`dh_price(model, input, cache_read, cache_write, cache_write_1h, output, reasoning)` on a
     SQLite connection: what the log's writer and its migrations price records with."""
     conn.create_function("dh_price", 1 + len(KINDS), logged_price, deterministic=True)
+
+
+def table_signature() -> str | None:
+    """Which price table is installed, read without importing it (0.08 ms, where its version
+    from the package metadata took 29 ms): its data file's size and modification time. None
+    when genai-prices is missing."""
+    spec = importlib.util.find_spec("genai_prices")
+    for folder in (spec and spec.submodule_search_locations) or []:
+        try:
+            found = os.stat(os.path.join(folder, "data.py"))
+        except OSError:
+            continue
+        return f"{found.st_size}:{found.st_mtime_ns}"
+    return None
 
 
 def _lookup(model: str):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.pricing import table_signature
+
 from .conftest import fixture_home, scenarios
 from .fakes.transcripts import codex_with_cache_and_reasoning, write_streamed_turn
 from .helpers import harnesses
@@ -67,3 +69,17 @@ def test_a_log_written_before_the_price_column_is_priced(captured, run_dh, dh_ho
     assert run_dh("log", "list").exit_code == 0  # migrates
     priced = assert_same(dh_home / "dh.db", run_dh)
     assert priced == (1 if captured.stem.startswith("claude-code") else 0)
+
+
+def test_calls_are_priced_again_when_another_price_table_is_installed(tmp_path, run_dh, dh_home):
+    home = fixture_home("claude-code", "basic", tmp_path)
+    assert run_dh("import", "claude-code", "--all", "--home", str(home)).exit_code == 0
+    db = dh_home / "dh.db"
+    with sqlite3.connect(db) as conn:  # as a log priced by an older table would hold them
+        conn.execute("UPDATE records SET price_usd = 1.0 WHERE tokens_in IS NOT NULL")
+        conn.execute("UPDATE price_table SET signature = 'another table'")
+    assert {usd for usd, *_ in plain_prices(db).values()} == {4.0}
+    assert run_dh("log", "list").exit_code == 0  # opens the log: priced by today's table
+    assert assert_same(db, run_dh) == 1
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT signature FROM price_table").fetchall() == [(table_signature(),)]

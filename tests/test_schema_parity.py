@@ -27,6 +27,7 @@ LOCAL_ONLY = {
     "mirrored_paths": "which file THIS machine's mirror read (local_places.py): never pushed",
     "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
+    "price_table": "which price table THIS machine's records.price_usd came from (worlds/prices.py)",
     "attempts": "a view for `dh log schema` queries over the local log",
     "model_calls": "a view for `dh log schema` queries over the local log",
     "tool_calls": "a view for `dh log schema` queries over the local log",

@@ -24,9 +24,11 @@ tables
                               the same kinds for every harness, never counted twice
                   price_usd   a model call's price in USD by genai-prices' table, each kind of
                               token at its rate (NULL for a model the table does not know):
-                              what `dh log cost` and `dh log show` print
+                              what `dh log cost` and `dh log show` print; every call is priced
+                              again when another table is installed (`price_table`)
   events        dh's own journal per session: launches, exits, crashes, repairs, resumes
   codecs        what each records.codec means
+  price_table   which installed price table records.price_usd came from
   record_text   full-text index (FTS5) of prompts, answers, tool inputs and outputs
 
 views

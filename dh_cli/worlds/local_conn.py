@@ -20,6 +20,7 @@ from .. import paths
 from ..pricing import register_price
 from ..errors import ConfigError, LogConflict, LogDbError
 from . import checkpoint, migrations
+from .prices import reprice_if_changed
 from .rows import column
 
 def _busy_timeout() -> float:
@@ -167,6 +168,8 @@ class LocalConnection:
             with _migration_lock(self.path):  # one process migrates; the others then find none
                 if migrations.pending(self.conn):
                     migrations.migration_set().apply(self.db)
+        if migrate and os.access(self.path, os.W_OK):
+            reprice_if_changed(self.conn)
 
     @property
     def db(self):

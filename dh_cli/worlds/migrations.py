@@ -491,12 +491,11 @@ def m042_record_prices(db: Database) -> None:
     # here every call logged before. Local only, like the search index: each machine prices
     # the records it holds with its own price table.
     from ..pricing import register_price
+    from .prices import PRICE_RECORDS
 
     register_price(db.conn)
     db.execute("ALTER TABLE records ADD COLUMN price_usd REAL")
-    db.execute("""UPDATE records SET price_usd = dh_price(model, tokens_in, tokens_cache_read,
-                      tokens_cache_write, tokens_cache_write_1h, tokens_out, tokens_reasoning)
-                  WHERE tokens_in IS NOT NULL""")
+    db.execute(PRICE_RECORDS)
 
 
 @migration
@@ -509,6 +508,18 @@ def m043_model_call_prices(db: Database) -> None:
 
 MODEL_CALLS_M043 = VIEWS_M037[0].replace(
     "AS tokens_prompt\n", "AS tokens_prompt,\n              u.price_usd\n", 1)
+
+
+@migration
+def m044_price_table(db: Database) -> None:
+    # Which price table the log's prices came from (pricing.table_signature): when another is
+    # installed, worlds/prices.py prices every call again, so that a query of the log reads
+    # what `dh log cost` prints. m042 priced with the one installed now.
+    from ..pricing import table_signature
+    from .prices import mark_priced
+
+    db.execute("CREATE TABLE price_table (signature TEXT)")
+    mark_priced(db.conn, table_signature())
 
 
 def names() -> list[str]:
