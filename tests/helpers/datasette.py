@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import urllib.parse
@@ -15,6 +13,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from .processes import stop_group
 from .wait import wait_until
 
 DATASETTE = importlib.util.find_spec("datasette") is not None
@@ -37,12 +36,7 @@ def serving(db: Path, folder: Path):
 
         yield wait_until(listening, "datasette to listen", timeout=120, step=0.1)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 def rows(url: str, database: str, table: str, **filters: str) -> list[dict]:
