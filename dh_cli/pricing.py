@@ -59,9 +59,12 @@ class Pricer:
         from genai_prices import Usage as Counted
 
         writes = u.cache_write + u.cache_write_1h  # genai-prices counts the 1h ones inside
+        # reasoning is part of output (tokens.py), as genai-prices counts it: a model that
+        # prices it apart has it at its rate and the rest of the output at the output rate
         return float(prices.calc_price(Counted(
             input_tokens=u.prompt, output_tokens=u.output, cache_read_tokens=u.cache_read,
-            cache_write_tokens=writes, cache_write_1h_tokens=u.cache_write_1h))["total_price"])
+            cache_write_tokens=writes, cache_write_1h_tokens=u.cache_write_1h,
+            output_reasoning_tokens=min(u.reasoning, u.output)))["total_price"])
 
 
 _LOGGED = Pricer()
@@ -106,10 +109,17 @@ def _lookup(model: str):
         _, info = data_snapshot.get_snapshot().find_provider_model(model, None, None, None)
     except LookupError:
         return None
-    price = info.get_prices(_dt.datetime.now(_dt.timezone.utc))
+    return _rates(info.get_prices(_dt.datetime.now(_dt.timezone.utc)))
+
+
+def _rates(price):
+    """Flat _Rates of a ModelPrice, or the ModelPrice itself when its calculation is not plain
+    arithmetic on our kinds: prices tiered by prompt size, or reasoning tokens priced apart
+    from the rest of the output (Perplexity's sonar-deep-research: $3 against $8 a million)."""
     hour = getattr(price, "cache_write_1h_mtok", None)
     flat = [price.input_mtok, price.output_mtok, price.cache_read_mtok, price.cache_write_mtok, hour]
-    if not all(p is None or isinstance(p, Decimal) for p in flat) or flat[0] is None:
+    if not all(p is None or isinstance(p, Decimal) for p in flat) or flat[0] is None \
+            or getattr(price, "output_reasoning_mtok", None) is not None:
         return price
     base = flat[0]
     write = flat[3] if flat[3] is not None else base
