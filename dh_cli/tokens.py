@@ -51,6 +51,30 @@ class Usage:
         return Usage(*(getattr(self, k) + getattr(other, k) for k in KINDS))
 
 
+def call_text(counts: dict | None) -> str:
+    """A call's tokens as dh's views print them ("in" is the uncached input for every harness;
+    "out" holds the reasoning shown beside it); the kinds a call did not use are left out."""
+    if not counts:
+        return ""
+    u = Usage.of(counts)
+    parts = [f"{u.input} in"]
+    if u.cache_read:
+        parts.append(f"{u.cache_read} cache read")
+    if u.cache_write or u.cache_write_1h:
+        parts.append(f"{u.cache_write + u.cache_write_1h} cache write" +
+                     (f" ({u.cache_write_1h} for 1 h)" if u.cache_write_1h else ""))
+    parts.append(f"{u.output} out" + (f" ({u.reasoning} reasoning)" if u.reasoning else ""))
+    return " / ".join(parts)
+
+
+def totals_text(counts: dict | None) -> str:
+    """A session's tokens, every kind named, as dh's views print them."""
+    u = Usage.of(counts)
+    return (f"{u.input} in (uncached), {u.cache_read} cache read, "
+            f"{u.cache_write + u.cache_write_1h} cache write ({u.cache_write_1h} for 1 h), "
+            f"{u.output} out ({u.reasoning} reasoning)")
+
+
 def whole(value) -> int:
     """A count from a harness's usage for arithmetic: anything but a positive integer is 0 (the
     record itself is checked, and flagged when damaged, in wrappers/record_row.py)."""

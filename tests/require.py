@@ -1,7 +1,8 @@
 """One setting decides whether a missing real part (PostgreSQL, Redis, a harness CLI, Chromium,
-Phoenix, ccusage) skips its tests or fails them: `DH_TEST_REQUIRE_ALL=1`, which `.ci/run` sets, or
-`CI=true` as CI services set it. A green CI run must have run every real-part test; on a
-developer's machine without them the tests are skipped, each with the reason."""
+Phoenix, ccusage, datasette) skips its tests or fails them: `DH_TEST_REQUIRE_ALL=1`, which
+`.ci/run` sets, or `CI=true` as CI services set it. A green CI run must have run every
+real-part test; on a developer's machine without them the tests are skipped, each with the
+reason."""
 
 from __future__ import annotations
 

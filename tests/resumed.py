@@ -38,10 +38,13 @@ def check_resumed_log(db: Path, env: dict | None = None) -> None:
     assert (items[crash_at]["saved_usd"] or 0) == pytest.approx(sum(priced), abs=1e-6)
     check_exports(db, env, listed[0]["id"])
     with sqlite3.connect(db) as conn:
+        # the price a plain query of the log reads, written by the mirror as the calls came
+        priced = conn.execute("SELECT SUM(price_usd) FROM model_calls").fetchone()[0]
         turns = conn.execute("SELECT turn, crashes, resumes FROM turns WHERE source_id ="
                              " (SELECT MIN(id) FROM sources)").fetchall()
         attempts = conn.execute("SELECT attempt, outcome, calls_kept, turn FROM attempts"
                                 " ORDER BY attempt").fetchall()
+    assert priced == (None if cost["usd"] is None else pytest.approx(cost["usd"], abs=1e-6))
     assert turns == [(1, 1, 1)], turns
     assert [a[3] for a in attempts] == [1, 1], attempts
     assert attempts[0][1] in ("crashed", "hung") and attempts[1][2] is not None  # a resume plan

@@ -12,7 +12,7 @@ import pytest
 
 from tests.require import skip_if_missing
 
-from dh_cli.logviews.pricing import Pricer
+from dh_cli.pricing import Pricer
 from dh_cli.tokens import counts
 from dh_cli.wrappers.claude import claude_usage
 from dh_cli.wrappers.codex import codex_usage
@@ -164,6 +164,25 @@ def test_cache_reads_and_writes_are_priced_as_such():
     assert tiered == pytest.approx((1000 * 3 + 500 * 0.3 + 200 * 3.75 + 100 * 6 + 100 * 15) / 1e6)
     assert pricer.cost("claude-opus-4-8[1m]", {"input": 10, "output": 5}) == pytest.approx(175e-6)
     assert pricer.cost("mock-model", {"input": 10, "output": 5}) is None
+
+
+def test_reasoning_priced_apart_is_priced_at_its_own_rate():
+    """genai-prices prices sonar-deep-research's reasoning at $3 a million, the rest of its output
+    at $8 and its input at $2: reasoning, inside output in dh's kinds, is taken out at its rate."""
+    import datetime as dt
+
+    from genai_prices import data_snapshot
+
+    from dh_cli import pricing
+
+    _, info = data_snapshot.get_snapshot().find_provider_model("sonar-deep-research", None, "perplexity", None)
+    pricer = pricing.Pricer()
+    pricer._found["sonar-deep-research"] = pricing._rates(info.get_prices(dt.datetime.now(dt.timezone.utc)))
+    usage = counts(input=1000, output=1000, reasoning=400)
+    assert pricer.cost("sonar-deep-research", usage) == pytest.approx((1000 * 2 + 600 * 8 + 400 * 3) / 1e6)
+    assert pricer.cost("sonar-deep-research", counts(input=1000, output=1000)) == pytest.approx(10e-3)
+    # a damaged count (more reasoning than output) prices, never raises
+    assert pricer.cost("sonar-deep-research", counts(output=10, reasoning=50)) is not None
 
 
 def test_a_model_the_table_does_not_know_is_no_cost_not_zero(tmp_path, run_dh):

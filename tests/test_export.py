@@ -15,6 +15,7 @@ from dh_cli.logviews.timeline import timeline
 from dh_cli.worlds.local import LocalWorld
 
 from .conftest import fixture_home, scenarios
+from .fakes.transcripts import codex_with_cache_and_reasoning, write_streamed_turn
 from tests.helpers import harnesses
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, open_in_chromium
 from tests.helpers.crashed import CRASH_EVENTS, crashed  # noqa: F401 (a fixture)
@@ -41,7 +42,33 @@ def test_markdown_has_the_conversation_folded_tools_tokens_and_timeline(crashed,
     assert "**crash** crash: SIGKILL" in text and "**resume** resume" in text
     assert "> Create the files." in text
     assert "<summary>tool Bash [ok]</summary>" in text and '"command": "echo step0 >> steps.log"' in text
-    assert "- tokens: 40 in / 20 out" in text
+    assert "- tokens: 40 in (uncached), 0 cache read, 0 cache write (0 for 1 h), 20 out (0 reasoning)" in text
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_markdown_counts_tokens_in_the_kinds_dh_log_show_prints(harness, tmp_path, run_dh):
+    """Cache writes for 5 minutes and for an hour (a streamed Claude Code message), cached input
+    and reasoning (Codex on gpt-5): the Markdown's lines are `dh log show`'s."""
+    if harness == "codex":
+        home = fixture_home("codex", "basic", tmp_path)
+        codex_with_cache_and_reasoning(home)
+    else:
+        home = tmp_path / "claude"
+        write_streamed_turn(home / "projects" / "-p" / "6a1d3b7e-2c4f-4e8a-9b0d-1f2e3a4b5c6d.jsonl")
+    assert run_dh("import", harness, "--all", "--home", str(home)).exit_code == 0
+    (listed,) = json.loads(run_dh("log", "list", "--json").stdout)
+    text = run_dh("log", "export", listed["id"], "--format", "md").stdout
+    shown = run_dh("log", "show", listed["id"], "--no-pager").stdout
+    totals = next(line for line in shown.splitlines() if line.startswith("tokens: "))
+    assert f"- {totals}" in text.splitlines()
+    calls = [line.split(": ", 1)[1] for line in shown.splitlines() if line.startswith("  model call ")]
+    exported = [line.split(": ", 1)[1].rstrip("_") for line in text.splitlines()
+                if line.startswith("_model call ")]
+    assert calls and exported == calls
+    kinds = {"claude-code": "(2000 for 1 h)", "codex": "reasoning)"}[harness]
+    assert kinds in totals and all(" cache read" in call for call in calls)
+    cost = next(line for line in shown.splitlines() if line.startswith("cost: "))
+    assert f"- {cost}" in text.splitlines() and "$" in cost
 
 
 def test_an_export_file_is_private(crashed, run_dh, tmp_path):

@@ -1,7 +1,8 @@
 """`dh log cost`: by day (in a time zone), session, model and harness, across every harness in
 one table, with the tokens and dollars the real ccusage (20.0.24) reports for the same files:
 Claude Code with a message streamed as rows of growing usage and 1-hour cache writes, Codex
-with cached input and reasoning tokens."""
+with cached input and reasoning tokens, OpenCode (its real fixtures, and calls to priced models
+with cache reads, cache writes and reasoning)."""
 
 import json
 import os
@@ -15,7 +16,8 @@ from tests.require import skip_if_missing
 from tests.rig import dh
 
 from .conftest import fixture_home, scenarios
-from .fakes.transcripts import codex_with_cache_and_reasoning, write_streamed_turn
+from .fakes.transcripts import (codex_with_cache_and_reasoning, opencode_with_cache_and_reasoning,
+                                write_streamed_turn)
 from .helpers import harnesses
 from .helpers.ccusage import CCUSAGE
 
@@ -106,6 +108,52 @@ def test_pi_tokens_agree_with_ccusage(tmp_path, run_dh):
     same_tokens(ours, theirs)
     assert ours["tokens"]["total"] == theirs["totalTokens"] > 0
     assert ours["usd"] is None and ours["unpriced_calls"] == ours["calls"] > 0
+
+
+def opencode_same_tokens(ours: dict, theirs: dict) -> None:
+    """ccusage counts OpenCode's output as OpenCode writes it, the reasoning left out (and
+    priced apart at the output rate); dh's output holds it."""
+    t = ours["tokens"]
+    assert (t["input"], t["cache_read"], t["cache_write"] + t["cache_write_1h"], t["output"] - t["reasoning"],
+            t["total"]) == (theirs["inputTokens"], theirs["cacheReadTokens"], theirs["cacheCreationTokens"],
+                            theirs["outputTokens"], theirs["totalTokens"])
+
+
+def opencode_same_cost(ours: dict, theirs: dict) -> None:
+    if theirs["totalCost"]:
+        assert ours["usd"] == pytest.approx(theirs["totalCost"], rel=1e-6)
+    else:  # the fixtures' mock-model: no price anywhere; dh says so where ccusage says $0
+        assert ours["usd"] is None and ours["unpriced_calls"] == ours["calls"] > 0
+
+
+@needs_ccusage
+@pytest.mark.parametrize("scenario", scenarios("opencode") + ["priced"])
+def test_opencode_days_and_sessions_agree_with_ccusage(scenario, tmp_path, run_dh):
+    """The real OpenCode fixtures (and one of them as calls to priced models with cache reads,
+    cache writes and reasoning): ccusage's `opencode` reports read the same database."""
+    data = tmp_path / "opencode"
+    data.mkdir()
+    db = fixture_home("opencode", "multiturn" if scenario == "priced" else scenario, data)
+    db = db.rename(data / "opencode.db")  # where ccusage looks, under OPENCODE_DATA_DIR
+    if scenario == "priced":
+        opencode_with_cache_and_reasoning(db)
+    assert run_dh("import", "opencode", "--all", "--home", str(db)).exit_code == 0
+    env = {"OPENCODE_DATA_DIR": str(data)}
+    days = {d["date"]: d for d in ccusage("opencode", "daily", env, "UTC")["daily"]}
+    ours = dh_cost(run_dh, "--tz", "UTC")
+    assert [r["day"] for r in ours["rows"]] == sorted(days) and days
+    for row in ours["rows"]:
+        opencode_same_tokens(row, days[row["day"]])
+        opencode_same_cost(row, days[row["day"]])
+    sessions = {s["sessionId"]: s for s in ccusage("opencode", "session", env, "UTC")["sessions"]}
+    by_session = dh_cost(run_dh, "--by", "session")["rows"]
+    assert {r["native_id"] for r in by_session} == set(sessions)
+    for row in by_session:
+        opencode_same_tokens(row, sessions[row["native_id"]])
+        opencode_same_cost(row, sessions[row["native_id"]])
+    if scenario == "priced":
+        assert ours["totals"]["usd"] > 0 and ours["totals"]["tokens"]["reasoning"] > 0
+        assert ours["totals"]["tokens"]["cache_write"] > 0
 
 
 def test_every_harness_in_one_table(tmp_path, run_dh):

@@ -98,7 +98,7 @@ def test_tool_status_model_and_the_views(real_log):
 
 @skip_if_missing(not SQLITE_UTILS, "the sqlite-utils CLI is not installed")
 def test_the_documented_example_queries_run(real_log, run_dh):
-    per_session, slowest, commands, calls = (query(real_log, sql) for _, sql in EXAMPLES)
+    per_session, slowest, commands, calls, cost = (query(real_log, sql) for _, sql in EXAMPLES)
     assert [(r["harness"], r["calls"], r["tokens_in"]) for r in per_session] == [
         ("claude-code", 4, 40), ("codex", 4, 400)]
     assert slowest[0]["tool"] == "Bash" and slowest[0]["duration_ms"] == 48
@@ -107,6 +107,10 @@ def test_the_documented_example_queries_run(real_log, run_dh):
         ("claude-code", "Bash")]
     assert json.loads(calls[3]["input"])["command"] == "echo step0 >> steps.log"
     assert all(r["input"] and r["output"] is not None for r in calls)
+    usd = json.loads(run_dh("log", "cost", "--by", "harness", "--json").stdout)["rows"]
+    assert [(r["harness"], r["usd"]) for r in cost] == [
+        (r["harness"], pytest.approx(r["usd"]) if r["usd"] else None) for r in usd]
+    assert cost[0]["usd"] > 0  # Claude Code's claude-opus-4-8; Codex's mock-model has no price
     readme, schema = README.read_text(), run_dh("log", "schema").stdout
     for title, sql in EXAMPLES:
         assert sql in readme and sql in schema, title

@@ -5,7 +5,6 @@ server started on loopback, whose UI is then opened in headless Chromium."""
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -21,6 +20,7 @@ from dh_cli.worlds.local import LocalWorld
 from .conftest import fixture_home
 from .helpers.browser import ARTIFACTS, CHROMIUM
 from .helpers.crashed import CRASH_EVENTS, crashed  # noqa: F401 (a fixture)
+from .helpers.processes import stop_group
 
 PHOENIX = next(iter(p for p in [os.environ.get("DH_PHOENIX"),
                                 Path.home() / ".cache/dh-e2e/phoenix/bin/phoenix"]
@@ -111,11 +111,7 @@ def phoenix(tmp_path):
                 time.sleep(0.5)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
         log.close()
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from dh_cli.logviews.resumecost import _input_cost, _split, likely_recache
 from dh_cli.tokens import Usage
-from dh_cli.logviews.pricing import Pricer
+from dh_cli.pricing import Pricer
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 

@@ -27,6 +27,7 @@ LOCAL_ONLY = {
     "mirrored_paths": "which file THIS machine's mirror read (local_places.py): never pushed",
     "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
+    "price_table": "which price table THIS machine's records.price_usd came from (worlds/prices.py)",
     "attempts": "a view for `dh log schema` queries over the local log",
     "model_calls": "a view for `dh log schema` queries over the local log",
     "tool_calls": "a view for `dh log schema` queries over the local log",
@@ -48,6 +49,8 @@ LOCAL_ONLY_COLUMNS = {
     ("records", "session_id"): "kept on each record so per-session queries need no join",
     ("records", "packed"): "a line SQLite's json_valid() refuses, as bytes; `raw` holds the JSON "
                            "text (so JSON functions never fail), the world keeps one bytea `raw`",
+    ("records", "price_usd"): "a model call's price by THIS machine's price table (genai-prices), "
+                              "filled as the record is written here, pulled or not",
 }
 WORLD_ONLY_COLUMNS: dict[tuple[str, str], str] = {}
 

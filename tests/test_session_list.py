@@ -10,7 +10,7 @@ import sqlite3
 from dh_cli.logviews.sessionlist import ListFilter, list_sessions, short_prefixes
 import pytest
 
-from dh_cli.logviews.pricing import Pricer, session_cost
+from dh_cli.pricing import Pricer, session_cost
 from dh_cli.tokens import Usage
 from dh_cli.worlds.local import LocalWorld
 

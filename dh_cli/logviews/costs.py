@@ -8,7 +8,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .pricing import Pricer
+from ..pricing import Pricer
 from ..tokens import KINDS, Usage
 
 GROUPS = ("day", "session", "harness", "model")

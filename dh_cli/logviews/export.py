@@ -14,8 +14,10 @@ import re
 from typing import Iterator
 
 from .logview import SessionView, stream_items, view_header
+from .render import cost_line, money
 from .timeline import timeline
 from ..models import Session
+from ..tokens import call_text, totals_text
 
 FORMATS = ("md", "html", "jsonl", "otlp")
 
@@ -52,20 +54,14 @@ def markdown_stream(world, session: Session) -> Iterator[bytes]:
         yield ("\n".join(_md_item(item)) + "\n").encode("utf-8")
 
 
-def _tokens(t: dict | None) -> str:
-    if not t:
-        return ""
-    return (f"{t.get('input', 0):,} in / {t.get('output', 0):,} out"
-            f" / {t.get('cache_read', 0):,} cache read / {t.get('cache_write', 0):,} cache write")
-
-
 # Markdown -----------------------------------------------------------------------------------
 def markdown_head(view: SessionView, marks: list[dict]) -> str:
     s = view.session
     lines = [f"# dh session {s['id']} ({s['harness']})", "",
              f"- native id: `{s['harness_session_id'] or '-'}`", f"- cwd: `{s['cwd'] or '-'}`",
              f"- state: {s['state']}, attempts: {s['attempts']}, created {s['created_at']}",
-             f"- tokens: {_tokens(view.totals)} over {view.totals.get('model_calls', 0)} model call(s)",
+             f"- tokens: {totals_text(view.totals)} over {view.totals.get('model_calls', 0)} model call(s)",
+             f"- {cost_line(view.totals.get('cost') or {})}",
              "", "## Timeline", ""]
     lines += [f"{i}. **{m['kind']}** {m['label']} ({m['at']})" for i, m in enumerate(marks, 1)]
     lines += ["_(no dh events: the session was imported)_"] if not marks else []
@@ -87,7 +83,8 @@ def _md_item(item: dict) -> list[str]:
     if kind == "assistant":
         return [f"**assistant**{synthetic}", "", item["text"], ""]
     if kind == "model_call":
-        return [f"_model call {item.get('model') or ''}: {_tokens(item.get('tokens'))}_", ""]
+        cost = f" ({money(item['cost_usd'])})" if item.get("cost_usd") is not None else ""
+        return [f"_model call {item.get('model') or ''}: {call_text(item.get('tokens'))}{cost}_", ""]
     if kind == "tool_call":
         return _md_tool(item)
     if kind == "flagged":

@@ -22,14 +22,19 @@ tables
                   tokens_in (uncached input), tokens_cache_read, tokens_cache_write (5 min),
                   tokens_cache_write_1h, tokens_out (reasoning included), tokens_reasoning:
                               the same kinds for every harness, never counted twice
+                  price_usd   a model call's price in USD by genai-prices' table, each kind of
+                              token at its rate (NULL for a model the table does not know):
+                              what `dh log cost` and `dh log show` print; every call is priced
+                              again when another table is installed (`price_table`)
   events        dh's own journal per session: launches, exits, crashes, repairs, resumes
   codecs        what each records.codec means
+  price_table   which installed price table records.price_usd came from
   record_text   full-text index (FTS5) of prompts, answers, tool inputs and outputs
 
 views
   model_calls   one row per model call, counted once (a message streamed as several rows:
                 its last, final usage): harness, model, every token kind, tokens_prompt
-                (all input, cached or not)
+                (all input, cached or not), price_usd
   tool_calls    one row per tool call: harness, tool, input (JSON), started_at, finished_at,
                 duration_ms, status, output (its first 300 characters)
   turns         one row per turn (a turn cut by a crash and resumed stays one): when, model
@@ -52,6 +57,9 @@ EXAMPLES = [
      " from records where tool_name = 'Bash' order by at"),
     ("Every tool call's input and output, whatever the harness",
      "select harness, tool, input, status, output from tool_calls order by started_at"),
+    ("What each session cost, in USD (NULL: a model the price table does not know)",
+     "select s.id, s.harness, sum(m.price_usd) as usd from sessions s"
+     " join model_calls m on m.session_id = s.id group by s.id order by usd desc"),
 ]
 
 

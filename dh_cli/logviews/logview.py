@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from ..models import Parsed, Session
-from .pricing import Pricer, session_cost
+from ..pricing import Pricer, session_cost
 from ..stores import store_of
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper

@@ -7,25 +7,9 @@ import sys
 
 from .. import output
 from ..output import fitted
-from ..tokens import Usage
+from ..tokens import Usage, call_text, totals_text
 from ..events_text import summary
 from .logview import SessionView
-
-
-def _tokens(t: dict | None) -> str:
-    """A call's tokens in the kinds of tokens.py ("in" is the uncached input for every
-    harness); the kinds a call did not use are left out."""
-    if not t:
-        return ""
-    u = Usage.of(t)
-    parts = [f"{u.input} in"]
-    if u.cache_read:
-        parts.append(f"{u.cache_read} cache read")
-    if u.cache_write or u.cache_write_1h:
-        parts.append(f"{u.cache_write + u.cache_write_1h} cache write" +
-                     (f" ({u.cache_write_1h} for 1 h)" if u.cache_write_1h else ""))
-    parts.append(f"{u.output} out" + (f" ({u.reasoning} reasoning)" if u.reasoning else ""))
-    return " / ".join(parts)
 
 
 def state_label(session: dict) -> str:
@@ -161,7 +145,7 @@ def _model_call(item: dict) -> str:
     text = item.get("msg_id") or ""
     if facts:
         text += f" ({', '.join(facts)})"
-    tokens = _tokens(item.get("tokens"))
+    tokens = call_text(item.get("tokens"))
     return f"{text}: {tokens}" if tokens else text
 
 
@@ -204,10 +188,7 @@ def session_tail(view: SessionView, width: int | None = None) -> None:
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
         line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}", width)
     t = view.totals
-    u = Usage.of(t)
-    line(f"tokens: {u.input} in (uncached), {u.cache_read} cache read, "
-         f"{u.cache_write + u.cache_write_1h} cache write ({u.cache_write_1h} for 1 h), "
-         f"{u.output} out ({u.reasoning} reasoning) over {t['model_calls']} model call(s)")
+    line(f"tokens: {totals_text(t)} over {t['model_calls']} model call(s)")
     for resume in t.get("resumes") or []:
         line(resume_line(resume))
     line(cost_line(t.get("cost") or {}))

@@ -12,7 +12,7 @@ from .. import events
 from ..errors import UnknownHarness
 from ..tokens import Usage
 from ..wrappers import get as get_wrapper
-from .pricing import Pricer
+from ..pricing import Pricer
 
 TTL_5M, TTL_1H = 300.0, 3600.0  # the providers' prompt-cache lifetimes, in seconds
 

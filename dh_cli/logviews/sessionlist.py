@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..tokens import KINDS
-from .pricing import Pricer, calls_cost
+from ..pricing import Pricer, calls_cost
 from ..worlds.rows import decode_raw
 from .resumecost import resume_costs, resume_total
 

@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
+from ..pricing import register_price
 from ..errors import ConfigError, LogConflict, LogDbError
 from . import checkpoint, migrations
+from .prices import reprice_if_changed
 from .rows import column
 
 def _busy_timeout() -> float:
@@ -154,6 +156,7 @@ class LocalConnection:
         if new:
             self.conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self.conn.execute("PRAGMA foreign_keys=ON")
+        register_price(self.conn)  # records.price_usd is filled as a record is written
         if os.access(self.path, os.W_OK) and not self._read_only:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
@@ -165,6 +168,8 @@ class LocalConnection:
             with _migration_lock(self.path):  # one process migrates; the others then find none
                 if migrations.pending(self.conn):
                     migrations.migration_set().apply(self.db)
+        if migrate and os.access(self.path, os.W_OK):
+            reprice_if_changed(self.conn)
 
     @property
     def db(self):

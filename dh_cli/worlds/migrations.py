@@ -483,6 +483,45 @@ def m041_session_worlds(db: Database) -> None:
                " url TEXT, at TEXT NOT NULL)")
 
 
+@migration
+def m042_record_prices(db: Database) -> None:
+    # Each model call's price in USD beside its tokens, so that the log answers "what did it
+    # cost" to plain sqlite3, sqlite-utils and datasette, which cannot run genai-prices: dh
+    # prices a record as it writes it (rows.INSERT_RECORD calls dh_price(), pricing.py), and
+    # here every call logged before. Local only, like the search index: each machine prices
+    # the records it holds with its own price table.
+    from ..pricing import register_price
+    from .prices import PRICE_RECORDS
+
+    register_price(db.conn)
+    db.execute("ALTER TABLE records ADD COLUMN price_usd REAL")
+    db.execute(PRICE_RECORDS)
+
+
+@migration
+def m043_model_call_prices(db: Database) -> None:
+    # model_calls of m037 with each call's price (records.price_usd, NULL for a model the
+    # price table does not know). `turns` reads model_calls by name and is left as it is.
+    db.execute("DROP VIEW model_calls")
+    db.execute(MODEL_CALLS_M043)
+
+
+MODEL_CALLS_M043 = VIEWS_M037[0].replace(
+    "AS tokens_prompt\n", "AS tokens_prompt,\n              u.price_usd\n", 1)
+
+
+@migration
+def m044_price_table(db: Database) -> None:
+    # Which price table the log's prices came from (pricing.table_signature): when another is
+    # installed, worlds/prices.py prices every call again, so that a query of the log reads
+    # what `dh log cost` prints. m042 priced with the one installed now.
+    from ..pricing import table_signature
+    from .prices import mark_priced
+
+    db.execute("CREATE TABLE price_table (signature TEXT)")
+    mark_priced(db.conn, table_signature())
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

@@ -23,12 +23,25 @@ SESSION_COLUMNS = [f.name for f in fields(Session)]
 # `raw` only when SQLite's own json_valid() accepts it, so no JSON function over `raw` can
 # fail; everything else keeps its bytes in `packed`. session_id comes from the source's row.
 _AFTER_RAW = RECORD_COLUMNS[4:]
+
+
+def _param(name: str) -> str:
+    return f"?{_AFTER_RAW.index(name) + 6}"
+
+
+# A model call's price in USD (records.price_usd), from the token columns, by the dh_price()
+# SQL function the local log registers (pricing.register_price).
+_PRICE = "CASE WHEN {} IS NOT NULL THEN dh_price({}) END".format(
+    _param("tokens_in"), ", ".join(_param(c) for c in (
+        "model", "tokens_in", "tokens_cache_read", "tokens_cache_write", "tokens_cache_write_1h",
+        "tokens_out", "tokens_reasoning")))
 INSERT_RECORD = (
-    "INSERT OR IGNORE INTO records (session_id, source_id, generation, \"offset\", raw, packed, {})"
+    "INSERT OR IGNORE INTO records (session_id, source_id, generation, \"offset\", raw, packed, {},"
+    " price_usd)"
     " VALUES ((SELECT session_id FROM sources WHERE id = ?1), ?1, ?2, ?3,"
     " CASE WHEN json_valid(?4) THEN ?4 END,"
-    " CASE WHEN ?4 IS NULL THEN ?5 WHEN json_valid(?4) THEN NULL ELSE CAST(?4 AS BLOB) END, {})"
-).format(", ".join(_AFTER_RAW), ", ".join(f"?{i + 6}" for i in range(len(_AFTER_RAW))))
+    " CASE WHEN ?4 IS NULL THEN ?5 WHEN json_valid(?4) THEN NULL ELSE CAST(?4 AS BLOB) END, {}, {})"
+).format(", ".join(_AFTER_RAW), ", ".join(f"?{i + 6}" for i in range(len(_AFTER_RAW))), _PRICE)
 # The stored bytes of a row, whichever column holds them (TEXT comes back as its UTF-8).
 STORED_RAW = "COALESCE(CAST(raw AS BLOB), packed)"
 

@@ -251,7 +251,7 @@ def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(
     split = {k: resume[k] for k in ("uncached", "cache_write_5m", "cache_write_1h", "cache_read")}
     assert resume["attempt"] == 2
     assert split == {"uncached": 1200, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
-    from dh_cli.logviews.pricing import Pricer
+    from dh_cli.pricing import Pricer
     from dh_cli.tokens import Usage
 
     priced = Pricer().cost(resume["model"], Usage(input=1200, cache_read=900, cache_write=40_000,

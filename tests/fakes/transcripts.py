@@ -138,3 +138,26 @@ def codex_with_cache_and_reasoning(home: Path) -> None:
             rewrite(row)
         rollout.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
                                    for r in rows))
+
+
+def opencode_with_cache_and_reasoning(db: Path) -> None:
+    """A real OpenCode database whose assistant messages are rewritten as calls to priced models
+    would read, in OpenCode's own kinds (its `input` leaves the cache out, its `output` leaves
+    the reasoning out: 1.18's getUsage subtracts both): in turn, claude-opus-4-8 with 2,000
+    tokens read from the cache and 300 written, and gpt-5 with 2,000 read and 20 reasoning."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    assistants = [(mid, json.loads(data)) for mid, data in conn.execute(
+        "SELECT id, data FROM message ORDER BY time_created, id")
+        if json.loads(data).get("role") == "assistant"]
+    for n, (mid, data) in enumerate(assistants):
+        if n % 2:
+            data.update(modelID="gpt-5", providerID="openai", tokens={
+                "total": 3070, "input": 1000, "output": 50, "reasoning": 20, "cache": {"write": 0, "read": 2000}})
+        else:
+            data.update(modelID="claude-opus-4-8", providerID="anthropic", tokens={
+                "total": 3350, "input": 1000, "output": 50, "reasoning": 0, "cache": {"write": 300, "read": 2000}})
+        conn.execute("UPDATE message SET data = ? WHERE id = ?", [json.dumps(data), mid])
+    conn.commit()
+    conn.close()

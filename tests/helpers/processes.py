@@ -4,6 +4,8 @@ names its threads, osthread.py, so a test can tell which mirror runs where)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -28,3 +30,14 @@ def threads(pid: int) -> set[str]:
         return {proc_comm(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")}
     except OSError:
         return set()
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 30) -> None:
+    """Stop a server a test started in a session of its own (start_new_session=True), with
+    whatever it started: SIGTERM to its group, SIGKILL after `grace` seconds."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
