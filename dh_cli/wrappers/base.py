@@ -296,6 +296,14 @@ class Wrapper:
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")
 
+    def fork_args(self, original: list[str], native_id: str, native_path: str | None,
+                  prompt: str | None, headless: bool) -> list[str] | None:
+        """Args that start a NEW native session holding a copy of this one's conversation,
+        by the harness's own means, this one left as it is (`dh resume S --world local` of a
+        session that went on in a world: resume/fork.py). None: dh knows no such means for
+        this harness, and refuses the fork."""
+        return None
+
     def restart_unstarted(self, original: list[str], native_id: str | None,
                           native_path: str | None) -> Relaunch | None:
         """The relaunch of a TUI killed before its native state held any conversation (no
