@@ -91,10 +91,6 @@ class LocalPlaces:
                                 [session_id]).fetchone()
         return (row[0], row[1]) if row else None
 
-    def forget_world(self, session_id: str) -> None:
-        with self._write() as conn:
-            conn.execute("DELETE FROM session_worlds WHERE session_id = ?", [session_id])
-
     def remember_fork(self, session_id: str, forked_from: str) -> None:
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO forks VALUES (?, ?, ?)",
