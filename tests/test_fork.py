@@ -1,6 +1,7 @@
 """`dh resume S --world local` of a session that replicated to a world (one writer
 everywhere): this machine's copy goes on as a NEW session S', forked by the harness itself
-(Claude Code's `--resume --fork-session`), journalled as forked from S and shown so in
+(Claude Code's `--resume --fork-session`; for Pi, whose `--fork` cannot be told where to write,
+the copy its fork writes, resumed), journalled as forked from S and shown so in
 `dh log show` and `dh log list`; S's log and native file stay as they were. A harness dh
 knows no fork for is refused in one line, and nothing is launched.
 
@@ -41,8 +42,9 @@ def log_of(rig: Rig, sid: str) -> tuple[list[bytes], list]:
     return [r.raw for s in world.sources(sid) for r in world.records(sid, s.id)], world.events(sid)
 
 
-def test_a_session_from_a_world_forks_as_a_new_session(rig):
-    sid = ran_in_a_world(rig, "claude-code")
+@pytest.mark.parametrize("harness", ["claude-code", "pi"])
+def test_a_session_from_a_world_forks_as_a_new_session(rig, harness):
+    sid = ran_in_a_world(rig, harness)
     before = rig.world().get_session(sid)
     native = Path(before.native_path).read_bytes()
     records, journal = log_of(rig, sid)
@@ -76,12 +78,12 @@ def test_a_session_from_a_world_forks_as_a_new_session(rig):
 
 
 def test_a_harness_without_a_fork_is_refused_and_nothing_runs(rig):
-    sid = ran_in_a_world(rig, "pi")
+    sid = ran_in_a_world(rig, "codex")
     records, journal = log_of(rig, sid)
     asked = len(rig.server.main_requests())
 
     refused = rig.dh("resume", sid, "--world", "local", "--prompt", "Mine now.")
     (line,) = refused.stderr.decode().strip().splitlines()
-    assert refused.returncode == 2 and line.startswith("Error: dh cannot fork a pi session"), line
+    assert refused.returncode == 2 and line.startswith("Error: dh cannot fork a codex session"), line
     assert [s["id"] for s in rig.world().list_sessions()] == [sid]
     assert log_of(rig, sid) == (records, journal) and len(rig.server.main_requests()) == asked

@@ -1,7 +1,8 @@
 """`dh resume S --world local` of a session that replicated to a world: one writer everywhere
 means this machine's older copy never goes on as S (the world's S may have gone on without
 it). It goes on as a NEW session S': a new dh id, a new native session the harness itself
-forks from S's conversation (Wrapper.fork_args), journalled as forked from S (`forked` event;
+forks from S's conversation (Wrapper.fork_args), or, for a harness whose fork cannot be told
+where to write, the copy that fork would write, resumed (Wrapper.fork_copy), journalled as forked from S (`forked` event;
 the list reads the local `forks` table). S is left as it is, here and in its world: its native
 file is only put back from the log (as a resume would, journalled as a rebuild) for the harness
 to read, and nothing is repaired or appended to S's conversation.
@@ -39,7 +40,7 @@ def fork_session(world, session: Session, prompt: str | None, opts: RunOptions,
                                "nothing to fork", hint="start a new session with `dh run`")
     check_native_id(wrapper, native)  # it goes on the harness's command line
     text = prompt or (opts.continue_prompt if headless or cut else None)
-    args = wrapper.fork_args(original, native, session.native_path, text, headless)
+    args = _fork_args(wrapper, session, original, text, headless, opts)
     if args is None:
         raise UsageError(f"dh cannot fork a {wrapper.name} session: {wrapper.name} has no way "
                          "dh drives to copy a session under a new id",
@@ -50,6 +51,17 @@ def fork_session(world, session: Session, prompt: str | None, opts: RunOptions,
     forked = events.forked(session.id, native, world_name)
     return launch.start_run(world, wrapper.name, args, replace(opts, cwd=session.cwd or opts.cwd),
                             Relauncher, forked=forked)
+
+
+def _fork_args(wrapper, session: Session, original: list[str], text, headless: bool,
+               opts: RunOptions) -> list[str] | None:
+    """The harness's own fork (fork_args), else a resume of the copy its fork would write
+    (fork_copy), else None."""
+    cwd = session.cwd or opts.cwd
+    copy = wrapper.fork_copy(session.native_path, wrapper.home(opts.env), cwd)
+    if copy is not None:
+        return wrapper.resume_args(original, copy.stem, str(copy), text, headless)
+    return wrapper.fork_args(original, session.harness_session_id, session.native_path, text, headless)
 
 
 def _ready_on_disk(world, wrapper, session: Session) -> tuple[Session, bool]:

@@ -304,6 +304,12 @@ class Wrapper:
         this harness, and refuses the fork."""
         return None
 
+    def fork_copy(self, native_path: str | None, home: Path, cwd: str) -> Path | None:
+        """For a harness whose own fork cannot be told where to write: the session's native
+        file copied under a new id, the way the harness's fork writes it; the new file (dh
+        then resumes it), or None when the harness forks through fork_args instead."""
+        return None
+
     def restart_unstarted(self, original: list[str], native_id: str | None,
                           native_path: str | None) -> Relaunch | None:
         """The relaunch of a TUI killed before its native state held any conversation (no
