@@ -29,11 +29,12 @@ SOURCE_REWRITTEN, SOURCE_DELETED = "source_rewritten", "source_deleted"
 SOURCE_BACK, SOURCE_UNREADABLE = "source_back", "source_unreadable"
 LOG_WRITE_FAILED, DOCUMENTS_RESTORED = "log_write_failed", "documents_restored"
 UNTRIED_VERSION, WORKSPACE = "untried_version", "workspace"
+FORKED = "forked"
 
 TYPES = (RUN, LAUNCH, LAUNCHED, EXITED, STATE, STALL, LINGER, RESUME, RESUME_PLAN, RESUME_SKIPPED,
          LEASE_LOST, LIMIT, REPAIR, REPAIRED, REPAIR_SKIPPED, UNLOGGED_TOOL, REBUILT, MOVED,
          SOURCE_MOVED, TAKEOVER, SOURCE_REWRITTEN, SOURCE_DELETED, SOURCE_BACK, SOURCE_UNREADABLE,
-         LOG_WRITE_FAILED, DOCUMENTS_RESTORED, UNTRIED_VERSION, WORKSPACE)
+         LOG_WRITE_FAILED, DOCUMENTS_RESTORED, UNTRIED_VERSION, WORKSPACE, FORKED)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,12 @@ def source_back(path: str) -> Event:
 def takeover(from_host: str, from_epoch: int, host: str, epoch: int, by: str) -> Event:
     return Event(TAKEOVER, {"from_host": from_host, "from_epoch": from_epoch, "host": host,
                             "epoch": epoch, "by": by})
+
+
+def forked(from_session: str, from_native: str | None, world: str | None) -> Event:
+    """This session began as a fork of `from_session` (its native session `from_native`),
+    which replicated to `world` and stays there as it was (resume/fork.py)."""
+    return Event(FORKED, {"from": from_session, "from_native": from_native, "world": world}, "intent")
 
 
 def log_write_failed(since: str, seconds: float, error: str) -> Event:

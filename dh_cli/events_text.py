@@ -85,6 +85,8 @@ SUMMARIES = {
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),
     "limit": _limit,
+    "forked": lambda d: (f"forked from session {d.get('from')}" + (f", which stays as it was in the world "
+                                                                   f"{d['world']}" if d.get("world") else "")),
     "lease_lost": lambda d: f"lease in the world lost: {d.get('reason')}; not relaunching here",
     "stall": lambda d: f"no progress for {d.get('timeout')} s during a turn: stopping the harness",
     "source_rewritten": lambda d: f"{d.get('path')} was rewritten ({d.get('reason')}): new generation kept",

@@ -92,10 +92,25 @@ def test_full_tmpfs_then_space_returns(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-def test_a_write_the_full_disk_refused_leaves_no_wal_holding_it(tmp_path):
+def _commit_unfolded(world, pages: int) -> int:
+    """Commit `pages` pages of rows the checkpointer has not folded into the log yet (as a
+    run leaves them between two checkpoints); the WAL's size after."""
+    import os
+
+    world.conn.execute("PRAGMA wal_autocheckpoint=0")
+    for n in range(pages // 64):
+        world._insert("ws_objects", {"hash": f"{n:064x}", "kind": "blob", "size": 0, "codec": 0,
+                                     "data": os.urandom(64 * 4096)})
+    return os.path.getsize(world.path.parent / "dh.db-wal")
+
+
+@pytest.mark.parametrize("unfolded", [0, 512], ids=["folded", "earlier-commits-unfolded"])
+def test_a_write_the_full_disk_refused_leaves_no_wal_holding_it(tmp_path, unfolded):
     """A big write (a snapshot's objects) fails on a full disk: its WAL frames would hold the
-    disk full after it, and the next command failed. The WAL is given back; the next command
-    works, and while the disk is full it says so in one line, as `dh doctor` does."""
+    disk full after it, and the next command failed. The WAL is given back, also when it
+    holds earlier commits not yet folded into the log (2 MB of them: folding them in needs
+    room the failed write took); the next command works, and while the disk is full it says
+    so in one line, as `dh doctor` does."""
     import os
     import sqlite3
 
@@ -107,15 +122,21 @@ def test_a_write_the_full_disk_refused_leaves_no_wal_holding_it(tmp_path):
         env = {**os.environ, "DH_HOME": str(home)}
         world = LocalWorld(home / "dh.db")
         world.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as dh's checkpointer keeps it
+        if unfolded:
+            assert _commit_unfolded(world, unfolded) > unfolded * 4096  # in the WAL only
         blob = os.urandom(4 << 20)  # incompressible
         with pytest.raises(sqlite3.OperationalError):
             world._insert("ws_objects", {"hash": "a" * 64, "kind": "blob", "size": 0, "codec": 0,
                                          "data": blob * 8})
         assert os.path.getsize(home / "dh.db-wal") == 0  # nothing left holding the disk
+        assert world.conn.execute("SELECT COUNT(*) FROM ws_objects").fetchone()[0] == unfolded // 64
         world.close()
         listed = subprocess.run([sys.executable, "-m", "dh_cli", "log", "list"], env=env,
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr
+        check = LocalWorld(home / "dh.db")  # every earlier commit is still in the log
+        assert check.conn.execute("SELECT COUNT(*) FROM ws_objects").fetchone()[0] == unfolded // 64
+        check.close()
         filler = _fill(mount)
         full = subprocess.run([sys.executable, "-m", "dh_cli", "log", "list"], env=env,
                               capture_output=True, text=True, timeout=60)

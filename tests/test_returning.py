@@ -1,8 +1,9 @@
 """A machine that comes back after its session went on elsewhere (issue 30), against each
 team world on its real server: A runs a session live in the world with `--world W --url`
 (no world in its config); B resumes it and goes on. A's plain `dh resume S` then asks the world the session
-replicated to, launches nothing and says where the session went; once A pulled what B did it
-may resume; `--world local` resumes A's copy on purpose, as a fork, and says so."""
+replicated to, launches nothing and says where the session went; `--world local` then goes on
+with A's copy as a NEW session, forked by the harness (tests/test_fork.py has the details),
+the world's session untouched; once A pulled what B did it may resume."""
 
 from __future__ import annotations
 
@@ -27,6 +28,16 @@ def launches(rig, sid: str) -> int:
     return sum(e.type == events.LAUNCHED for e in rig.world().events(sid))
 
 
+def in_the_world(team: Team, sid: str) -> tuple:
+    """The session's row, records and events as the world holds them."""
+    world = team.open()
+    try:
+        return (world.get_session(sid), world.events(sid),
+                {s.relpath: [r.raw for r in world.read_records(sid, s.relpath)] for s in world.sources(sid)})
+    finally:
+        world.close()
+
+
 def test_a_returning_machine_does_not_run_again_what_went_on_elsewhere(tmp_path, team: Team):
     variable = f"DH_{team.name.upper()}_URL"
     server = FakeModelServer(SCRIPT).start()
@@ -35,8 +46,8 @@ def test_a_returning_machine_does_not_run_again_what_went_on_elsewhere(tmp_path,
         for rig in (a, b):
             rig.env.pop("DH_WORLD", None)
             rig.env.pop(variable, None)
-        ran = a.dh("run", "pi", "--world", team.name, "--url", team.url, "--",
-                   *HEADLESS_ARGS["pi"]("Create the files."), timeout=120)
+        ran = a.dh("run", "claude-code", "--world", team.name, "--url", team.url, "--",
+                   *HEADLESS_ARGS["claude-code"]("Create the files."), timeout=120)
         assert ran.returncode == 0, ran.stderr.decode()
         (sid,) = [s["id"] for s in a.world().list_sessions()]
         db = sqlite3.connect(Path(a.env["DH_HOME"]) / "dh.db")
@@ -59,15 +70,20 @@ def test_a_returning_machine_does_not_run_again_what_went_on_elsewhere(tmp_path,
         assert "`dh world pull` to see it" in err
         assert len(server.main_requests()) == asked and launches(a, sid) == launched
 
+        there = in_the_world(team, sid)
+        forked = a.dh("resume", sid, "--world", "local", "--prompt", "Mine now.", timeout=120)
+        assert forked.returncode == 0, forked.stderr.decode()
+        (fork,) = [s["id"] for s in a.world().list_sessions() if s["id"] != sid]
+        assert launches(a, sid) == launched and launches(a, fork) == 1
+        assert in_the_world(team, sid) == there  # S in the world: untouched
+        assert b"Mine now." not in b"".join(r for rs in there[2].values() for r in rs)
+        asked = len(server.main_requests())
+
         pulled = a.dh("world", "pull", team.name, "--url", team.url, timeout=120)
         assert pulled.returncode == 0, pulled.stderr.decode()
         again = a.dh("resume", sid, timeout=120)  # A now holds what B did: nothing to run
         assert again.returncode == 0, again.stderr.decode()
         assert b"already finished its turn" in again.stderr
         assert len(server.main_requests()) == asked
-
-        forked = a.dh("resume", sid, "--world", "local", "--prompt", "Mine now.", timeout=120)
-        assert forked.returncode == 0, forked.stderr.decode()
-        assert b"as a fork the world does not follow" in forked.stderr
     finally:
         server.stop()

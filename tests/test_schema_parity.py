@@ -26,6 +26,8 @@ LOCAL_ONLY = {
     "places": "where a session lives on THIS machine (local_places.py): never pushed",
     "mirrored_paths": "which file THIS machine's mirror read (local_places.py): never pushed",
     "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
+    "forks": "the session a session was forked from on THIS machine, for the list (resume/fork.py);"
+             " the fork's `forked` event travels",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
     "price_table": "which price table THIS machine's records.price_usd came from (worlds/prices.py)",
     "attempts": "a view for `dh log schema` queries over the local log",

@@ -118,7 +118,7 @@ def test_a_session_from_elsewhere_without_records_is_not_run_as_its_command(tmp_
 def test_a_session_started_here_keeps_its_own_flags_whatever_a_pull_says(tmp_path):
     """The args dh ran the session with on this machine are kept locally: a pull that
     overwrites the session row's argv changes nothing."""
-    from dh_cli.resume.plan import _stored_args
+    from dh_cli.resume.plan import stored_args
     from dh_cli.supervisor.spec import RunOptions
 
     world = LocalWorld()
@@ -131,7 +131,7 @@ def test_a_session_started_here_keeps_its_own_flags_whatever_a_pull_says(tmp_pat
     assert world.put_session(pulled) == "updated"
     opts = RunOptions(cwd=str(tmp_path), env={}, notice=lambda _line: None)
     wrapper = get_wrapper("claude-code")
-    assert _stored_args(world, wrapper, world.get_session(session.id), opts) == (own, False)
+    assert stored_args(world, wrapper, world.get_session(session.id), opts) == (own, False)
 
 
 @pytest.mark.parametrize("harness, stored, kept", [

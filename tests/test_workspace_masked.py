@@ -1,7 +1,8 @@
 """A world that masks credentials in the records pushed to it masks them in workspace files
 too (issue 30: a snapshot's `config.py` holding a key went to a masked world verbatim): the
 file's masked copy is a new blob, the trees above it new trees, and a restore from the world
-gives the masked file beside the untouched others."""
+gives the masked file beside the untouched others. Proven on each team world (PostgreSQL and
+Redis): what the world holds is searched in its own layout, every object decoded."""
 
 from __future__ import annotations
 
@@ -13,11 +14,9 @@ from dh_cli.workspace.store import Snapshot, store_for
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.worlds.sync import push
 
-from .pg import pg_url  # noqa: F401  (fixture)
 from .helpers.secrets_text import KEY
+from .helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
 from .workspace_stored import holds, world_bytes
-
-pytestmark = [pytest.mark.postgres]
 
 SECRET = f"ANTHROPIC_API_KEY = '{KEY}'\n".encode()
 PLAIN = b"print('hello')\n"
@@ -35,16 +34,16 @@ def snapshot_with_a_key(world) -> str:
     return sid
 
 
-def test_a_masked_world_gets_masked_workspace_files(tmp_path, pg_url):
-    from dh_cli.worlds.team.postgres import PostgresWorld
-
+def test_a_masked_world_gets_masked_workspace_files(tmp_path, team: Team):
     local = LocalWorld()
     sid = snapshot_with_a_key(local)
-    remote = PostgresWorld(pg_url)
+    remote = team.open()
     try:
         assert remote.masks_records  # the default
         push(local, remote, [sid])
-        assert not holds(world_bytes(remote), KEY.encode())
+        stored = world_bytes(remote)
+        assert holds(stored, PLAIN)  # the search reads the world's objects: the control
+        assert not holds(stored, KEY.encode())
         restore_into(remote, pick(remote, sid), str(tmp_path / "t"))
     finally:
         remote.close()

@@ -96,7 +96,7 @@ def resume_command(
     max_restarts: RestartsOpt = None,
     tool_grace: GraceOpt = None,
     replay: ReplayOpt = None,
-    world_name: Annotated[Optional[str], typer.Option("--world", help=f"Pull the session from this team world first ({team.listed()}); it then replicates live under its lease")] = None,
+    world_name: Annotated[Optional[str], typer.Option("--world", help=f"Pull the session from this team world first ({team.listed()}); it then replicates live under its lease. `local`: this machine's copy (one that replicated to a world goes on as a new session forked from it)")] = None,
     url: UrlOpt = None,
     cwd: Annotated[Optional[str], typer.Option("--cwd", help="Move the session to this checkout and resume it there")] = None,
     workspace: Annotated[Optional[str], typer.Option("--workspace", help="keep|restore: when the checkout differs from the session's last workspace snapshot (default: ask on a terminal, keep without one)")] = None,
@@ -123,8 +123,10 @@ def resume_command(
     asked, world_name = world_name, resume_world(world_name)
     if asked is None:  # a returning machine asks the world the session replicated to first
         world_name, url = _returning(world, session, world_name, url)
-    elif asked == "local":
-        _forked(world, session)
+    elif asked == "local" and (went_to := _remembered(world, session)):  # a new session
+        raise typer.Exit(_fork(world, session, went_to, prompt, cwd, _options(
+            stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
+            world="local", on_limit=on_limit)))
     if world_name:  # held in the world for the whole resume: one machine at a time
         from ..worlds.team.takeover import before_resume
 
@@ -136,7 +138,8 @@ def resume_command(
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     failure = None
     try:
-        live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else {}
+        live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else \
+            {"world": asked} if asked == "local" else {}
         if at_reset:
             _at_reset(world, session)
         _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
@@ -162,17 +165,21 @@ def _returning(world, ref: str, world_name, url):
     return world_name, url
 
 
-def _forked(world, ref: str) -> None:
-    """`--world local` on a session that replicated to a world: said, and the session
-    follows that world no more (a later plain resume does not ask it)."""
+def _fork(world, ref: str, went_to: str, prompt, cwd, opts: RunOptions) -> int:
+    if cwd:
+        raise UsageError("--cwd does not apply to a fork: it starts in the session's own checkout")
+    from ..resume.fork import fork_session
+
+    return fork_session(world, world.find_session(ref), prompt, opts, went_to)
+
+
+def _remembered(world, ref: str) -> str | None:
+    """The world the session replicated to from here (None: it never did)."""
     from ..worlds.team.returning import session_here
 
     session = session_here(world, ref)
     remembered = world.remembered_world(session.id) if session else None
-    if remembered:
-        output.note(f"dh: session {session.id} replicated to the world {remembered[0]}; resuming "
-                    "this machine's copy alone, as a fork the world does not follow")
-        world.forget_world(session.id)
+    return remembered[0] if remembered else None
 
 
 def _note_recache(world, session) -> None:

@@ -63,12 +63,18 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     room = width - used - 1
     lines = [_row(header, widths) + ("TITLE" if room >= 5 else "")]
     for cells, s in zip(rows, sessions):
-        title = clip_words(s.get("title") or "", room) if room >= 5 else ""
+        title = clip_words(_titled(s), room) if room >= 5 else ""
         lines.append((_row(cells, widths) + title).rstrip())
     output.out.print("\n".join(line.rstrip() for line in lines), markup=False, soft_wrap=True)
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
             output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
+
+
+def _titled(session: dict) -> str:
+    """The list's title, after the session it was forked from (resume/fork.py)."""
+    title = session.get("title") or ""
+    return f"(fork of {session['forked_from']}) {title}" if session.get("forked_from") else title
 
 
 def _row(cells: list[str], widths: list[int]) -> str:

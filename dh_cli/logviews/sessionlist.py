@@ -61,10 +61,12 @@ def describe(world, rows: list[dict]) -> list[dict]:
     everything = len(rows) > 500  # past SQLite's bound values: read them all
     calls = world.calls_by_session(None if everything else ids)
     titles = first_prompts(world, rows, None if everything else ids)
+    forks = getattr(world, "forks", dict)()  # a team world's list: the fork's event only
     for row in rows:
         found = calls.get(row["id"], [])
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = titles[row["id"]]
+        row["forked_from"] = forks.get(row["id"])
         row["tokens"] = call_totals(found)
         row["cost"] = calls_cost(found, pricer)["usd"]
         row["resume_cost"] = _resume_cost(world, row, pricer)

@@ -178,7 +178,7 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
     pulled from another machine (see resume/relocate.py)."""
     launch.patient(world, opts)
     wrapper = get_wrapper(session.harness)
-    original, foreign = _stored_args(world, wrapper, session, opts)
+    original, foreign = stored_args(world, wrapper, session, opts)
     if session.harness_session_id is not None:  # refused before anything is moved or run
         check_native_id(wrapper, session.harness_session_id)
     session = settle(world, wrapper, session, opts.env)
@@ -231,7 +231,7 @@ def resumed_headless(wrapper, session: Session, original: list[str]) -> bool:
     return wrapper.is_headless(original) if session.argv is not None else True
 
 
-def _stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> tuple[list[str], bool]:
+def stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> tuple[list[str], bool]:
     """(the args the session resumes with, whether they came from elsewhere). Only a
     session dh started on this machine keeps its own command line; any other's argv is
     data (wrappers/travel.py): what travels, plus this user's `local_flags`."""

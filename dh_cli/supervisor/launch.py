@@ -88,9 +88,11 @@ def patient(world, opts: RunOptions) -> None:
             "dh: the log is busy (other dh processes are writing to it); waiting"))
 
 
-def start_run(world: Log, harness: str, args: list[str], opts: RunOptions, relauncher) -> int:
+def start_run(world: Log, harness: str, args: list[str], opts: RunOptions, relauncher,
+              forked: events.Event | None = None) -> int:
     """`dh run`: relauncher(world, wrapper, opts) makes the Supervisor's relaunch plan (see
-    dh_cli/resume/plan.py: this package imports nothing from resume/)."""
+    dh_cli/resume/plan.py: this package imports nothing from resume/). forked: the new
+    session is a fork of another (resume/fork.py), journalled before its harness starts."""
     patient(world, opts)
     wrapper = get_wrapper(harness)
     binary = find_binary(wrapper, opts.env)
@@ -100,12 +102,20 @@ def start_run(world: Log, harness: str, args: list[str], opts: RunOptions, relau
     spec = LaunchSpec(tuple(binary), tuple(plan.argv), opts.env, opts.cwd, headless,
                       not headless and sys.stdin.isatty())
     session = _session_for(world, wrapper, plan, opts, home)
+    if forked is not None:
+        _record_fork(world, session, forked)
     note_version(world, session, wrapper, binary, opts.env, opts.notice)
     event = events.run(redact_args(plan.argv), scrub(plan.prompt), headless)
     world.add_event(session.id, event.type, event.details, phase=event.phase)
     supervisor = Supervisor(world, wrapper, session, opts, spec, relauncher(world, wrapper, opts))
     with held(world, wrapper, session, plan.native_id, plan.native_path):
         return still_logged(world, supervisor.run(plan.argv))
+
+
+def _record_fork(world, session: Session, forked: events.Event) -> None:
+    events.add(world, session.id, forked)
+    if hasattr(world, "remember_fork"):  # the local log's list shows it (a world: the event)
+        world.remember_fork(session.id, forked.details["from"])
 
 
 def still_logged(world, code: int) -> int:

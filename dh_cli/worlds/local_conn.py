@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import paths
 from ..pricing import register_price
 from ..errors import ConfigError, LogConflict, LogDbError
-from . import checkpoint, migrations
+from . import checkpoint, migrations, wal_file
 from .prices import reprice_if_changed
 from .rows import column
 
@@ -251,11 +251,29 @@ class LocalConnection:
     def _give_back_wal(self) -> None:
         """After a write the full disk refused: the WAL's pages go back to the database file
         and the WAL is cut to nothing, so it does not keep the disk full for what comes next
-        (a snapshot's failed write left a WAL that made the next `dh run` fail)."""
+        (a snapshot's failed write left a WAL that made the next `dh run` fail). When earlier
+        commits are still in the WAL, folding them in needs room the refused frames hold:
+        those are cut first (wal_file.py), under the write lock, then the fold is tried again."""
+        if self._fold_wal():
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return  # another writer holds the log: its own commit reuses the WAL
+        try:
+            cut = wal_file.cut_after_last_commit(f"{self.path}-wal")
+        finally:
+            self._roll_back()
+        if cut:
+            self._fold_wal()
+
+    def _fold_wal(self) -> bool:
+        """A TRUNCATE checkpoint; True when it left the WAL empty."""
         try:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error:
-            pass
+            return os.path.getsize(f"{self.path}-wal") == 0
+        except (sqlite3.Error, OSError):
+            return False
 
     def _roll_back(self) -> None:
         # SQLite may have rolled back already (disk full, I/O error): then there is

@@ -55,7 +55,7 @@ class LocalPlaces:
             removed = conn.execute(f"DELETE FROM records WHERE source_id IN ({sources})",
                                    [session_id]).rowcount
             conn.execute(f"DELETE FROM mirrored_paths WHERE source_id IN ({sources})", [session_id])
-            for table in ("sources", "events", "places", "session_worlds"):
+            for table in ("sources", "events", "places", "session_worlds", "forks"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
         return removed
@@ -91,9 +91,14 @@ class LocalPlaces:
                                 [session_id]).fetchone()
         return (row[0], row[1]) if row else None
 
-    def forget_world(self, session_id: str) -> None:
+    def remember_fork(self, session_id: str, forked_from: str) -> None:
         with self._write() as conn:
-            conn.execute("DELETE FROM session_worlds WHERE session_id = ?", [session_id])
+            conn.execute("INSERT OR REPLACE INTO forks VALUES (?, ?, ?)",
+                         [session_id, forked_from, now_iso()])
+
+    def forks(self) -> dict[str, str]:
+        """session id -> the session it was forked from here (few rows: one read for a list)."""
+        return dict(self.conn.execute("SELECT session_id, forked_from FROM forks"))
 
     def mirrored_path(self, source_id: int) -> str | None:
         """The file this machine mirrored the source from (None: it never did)."""

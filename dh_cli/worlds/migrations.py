@@ -522,6 +522,15 @@ def m044_price_table(db: Database) -> None:
     mark_priced(db.conn, table_signature())
 
 
+@migration
+def m048_forks(db: Database) -> None:
+    # The session a session was forked from on this machine (`dh resume S --world local` of
+    # a session that replicated to a world: a new session, S left as it is there), for the
+    # list to show in one read. The fork's own `forked` event is what travels with it.
+    db.execute("CREATE TABLE forks (session_id TEXT PRIMARY KEY, forked_from TEXT NOT NULL,"
+               " at TEXT NOT NULL)")
+
+
 def names() -> list[str]:
     return [fn.__name__ for fn in MIGRATIONS]
 

@@ -296,6 +296,20 @@ class Wrapper:
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")
 
+    def fork_args(self, original: list[str], native_id: str, native_path: str | None,
+                  prompt: str | None, headless: bool) -> list[str] | None:
+        """Args that start a NEW native session holding a copy of this one's conversation,
+        by the harness's own means, this one left as it is (`dh resume S --world local` of a
+        session that went on in a world: resume/fork.py). None: dh knows no such means for
+        this harness, and refuses the fork."""
+        return None
+
+    def fork_copy(self, native_path: str | None, home: Path, cwd: str) -> Path | None:
+        """For a harness whose own fork cannot be told where to write: the session's native
+        file copied under a new id, the way the harness's fork writes it; the new file (dh
+        then resumes it), or None when the harness forks through fork_args instead."""
+        return None
+
     def restart_unstarted(self, original: list[str], native_id: str | None,
                           native_path: str | None) -> Relaunch | None:
         """The relaunch of a TUI killed before its native state held any conversation (no

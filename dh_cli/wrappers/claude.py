@@ -331,6 +331,15 @@ class ClaudeWrapper(Wrapper):
         # one word, `--resume=<id>` (commander takes it): an id can never be read as a flag
         return [*flags, f"--resume={native_id}", *prompt_tail(prompt)]
 
+    def fork_args(self, original: list[str], native_id: str, native_path: str | None,
+                  prompt: str | None, headless: bool) -> list[str]:
+        """`--resume=<id> --fork-session`: Claude Code writes a new session file (the id
+        plan_launch pins with --session-id) holding the conversation's rows under the new id,
+        and leaves the resumed file as it was (2.1.197 and 2.1.332)."""
+        groups, _ = self._split(original)
+        flags = headless_flags(groups, SESSION_FLAGS, headless)
+        return [*flags, f"--resume={native_id}", "--fork-session", *prompt_tail(prompt)]
+
     def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
                            prompt: str | None, records: list[Record]) -> Relaunch:
         """Claude Code's TUI continues a cut turn itself when CLAUDE_CODE_RESUME_INTERRUPTED_TURN

@@ -233,6 +233,24 @@ class PiWrapper(Wrapper):
         session = str(native_path) if native_path else native_id
         return [*flags, "--session", session, *([prompt] if prompt else [])]
 
+    def fork_copy(self, native_path: str | None, home: Path, cwd: str) -> Path | None:
+        """What `pi --fork <file>` writes (SessionManager.forkFrom, 0.73.1): a new header (new
+        id, this cwd, `parentSession` the file it came from), then every entry of the file.
+        Pi's --fork picks the new file's name itself and cannot be combined with --session,
+        so dh writes the copy where it chooses and resumes it with `--session <file>`."""
+        header = read_header(Path(native_path)) if native_path else {}
+        if not header:
+            return None
+        target = new_session_path(home, cwd)
+        head = {"type": "session", "version": header.get("version"), "id": target.stem.split("_", 1)[1],
+                "timestamp": iso_now(), "cwd": cwd, "parentSession": str(native_path)}
+        entries = Path(native_path).read_bytes().split(b"\n", 1)[1]
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(json_line(head) + entries)
+        return target
+
     # repairing a cut tool call -------------------------------------------------------------
     def repair_lines(self, records: list[Record], call: ToolCall, text: str) -> list[bytes]:
         """A `toolResult` message entry (isError) for the dangling call, as the new last

@@ -10,7 +10,11 @@ next request before it writes the rows of the step before it). Then:
   was requested exactly once, every tool step ran once;
 - A's `dh resume S` (no --world: its configured world is the team world) refuses, naming B;
   once B finished, A's plain `dh resume S` with no world configured asks the world the
-  session replicated to, launches nothing and says where the session went;
+  session replicated to, launches nothing and says where the session went; its
+  `dh resume S --world local` goes on with A's copy as a NEW session, forked by the real
+  harness (Claude Code's `--fork-session`; Pi resumes the copy its `--fork` writes): a new
+  native id and file, A's conversation in the next request, S left as it was here and in
+  the world;
 - the world holds every record either machine wrote, and `dh log rebuild` from the world
   gives the native bytes B has;
 - with A's checkout and harness home deleted (Claude Code), B's worker restores the files of
@@ -30,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from dh_cli import events
+from dh_cli.errors import SessionNotFound
 from tests.fakes.model_server import FakeModelServer, tool_results
 from tests.live_leftovers import nothing_left  # noqa: F401  (fixture)
 from tests.rig import HEADLESS_ARGS, SCRIPT, Rig
@@ -169,11 +174,12 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         assert f"session {sid} was taken over by ".encode() in back.stderr, back.stderr.decode()
         assert b"finished there; `dh world pull` to see it" in back.stderr, back.stderr.decode()
         assert (len(server.main_requests()), launched_count(a, sid)) == (asked, launches)
+        delivered = server.completed_counts()  # the takeover's; A's fork then asks on its own
+        check_the_fork(a, team, sid, server, harness)
     finally:
         server.stop()
     assert f"took over session {sid} from" in shown, shown
-    assert server.rebilled() == 0, server.completed_counts()
-    assert server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}, server.completed_counts()
+    assert delivered == {0: 1, 1: 1, 2: 1, 3: 1}, delivered  # none paid twice
     assert (a.proj / "steps.log").read_text() == "step0\n"  # the tool step ran once
     assert (a.proj / "a.txt").read_text() == "alpha\n"
     in_world, on_b = world_raw(team, sid), local_raw(b, sid)
@@ -182,6 +188,34 @@ def test_a_killed_machine_s_turn_is_taken_over_and_completed(tmp_path, installed
         assert set(raws) <= {r for rs in in_world.values() for r in rs}, relpath
     assert any(b"All done." in r for rs in in_world.values() for r in rs)
     check_rebuild_from_the_world(tmp_path, server, installed, team, b, sid)
+
+
+def check_the_fork(a: Rig, team: Team, sid: str, server: FakeModelServer, harness: str) -> None:
+    """A's `dh resume S --world local`: a new session from A's own copy of S. The real
+    harness forks once per release (on PostgreSQL: 8-13 s each, three model calls); what a
+    world makes of it is test_returning.py's, on both worlds."""
+    if team.name != "postgres":
+        return
+    there, mine, asked = world_raw(team, sid), local_raw(a, sid), len(server.main_requests())
+    forked = a.dh("resume", sid, "--world", "local", "--prompt", "Mine now.")
+    assert forked.returncode == 0, forked.stderr.decode()
+    world = a.world()
+    (fork,) = [s for s in world.list_sessions() if s["id"] != sid]
+    assert fork["harness_session_id"] != world.get_session(sid).harness_session_id
+    assert [e.details["from"] for e in world.events(fork["id"]) if e.type == events.FORKED] == [sid]
+    assert world_raw(team, sid) == there and local_raw(a, sid) == mine  # S: as it was, both places
+    first = server.main_requests()[asked]  # the fork's: A's conversation, none of B's steps
+    assert [r[1] for r in tool_results(first["api"], first["body"])] == \
+        [r[1] for r in tool_results(server.main_requests()[1]["api"], server.main_requests()[1]["body"])]
+    assert "Mine now." in str(first["body"]) and "Create the files." in str(first["body"])
+    own = b"".join(r for rs in local_raw(a, fork["id"]).values() for r in rs)
+    assert b"Mine now." in own
+    remote = team.open()
+    try:
+        with pytest.raises(SessionNotFound):  # S' replicates nowhere
+            remote.get_session(fork["id"])
+    finally:
+        remote.close()
 
 
 def lease_free(team: Team, sid: str) -> bool:

@@ -4,7 +4,9 @@ Behaves like the real CLI where dh can see it (see /work/shared/docs/harnesses.m
 
 * flags: ``-p/--print [PROMPT]``, ``--session-id UUID``, ``-r/--resume ID``,
   ``--output-format stream-json|text|json``, ``--verbose``,
-  ``--dangerously-skip-permissions``, ``--model M``, ``--version``; anything else
+  ``--dangerously-skip-permissions``, ``--model M``, ``--version``, ``--fork-session``
+  (with ``--resume``: a new session, ``--session-id`` or a new id, holding a copy of the
+  resumed conversation under its own id); anything else
   is an error, as with the real commander-based parser.
 * state: ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``); transcript
   ``projects/<slug(realpath(cwd))>/<id>.jsonl`` (mode 0600); ``sessions/<pid>.json``
@@ -51,7 +53,7 @@ NO_RESPONSE_TEXT = "No response requested."
 FORMATS = ("text", "json", "stream-json")
 VALUE_FLAGS = {"--session-id": "session_id", "--resume": "resume", "-r": "resume",
                "--output-format": "output_format", "--model": "model"}
-BOOL_FLAGS = {"-p": "print", "--print": "print", "--verbose": "verbose",
+BOOL_FLAGS = {"-p": "print", "--print": "print", "--verbose": "verbose", "--fork-session": "fork",
               "--dangerously-skip-permissions": "skip_permissions",
               "--version": "version", "-v": "version", "-h": "help", "--help": "help"}
 
@@ -60,7 +62,7 @@ BOOL_FLAGS = {"-p": "print", "--print": "print", "--verbose": "verbose",
 
 def parse_args(argv: list[str]) -> dict:
     """Parse the claude command line into a dict; errors exit 1 like commander."""
-    opts = {"print": False, "verbose": False, "skip_permissions": False, "version": False,
+    opts = {"print": False, "verbose": False, "skip_permissions": False, "version": False, "fork": False,
             "help": False, "session_id": None, "resume": None, "output_format": "text",
             "model": None, "prompt": None}
     positionals, i = [], 0
@@ -102,7 +104,7 @@ def validate(opts: dict) -> None:
             uuid.UUID(opts["session_id"])
         except ValueError:
             fail("Error: Invalid session ID. Must be a valid UUID.")
-        if opts["resume"] is not None:
+        if opts["resume"] is not None and not opts["fork"]:
             fail("Error: --session-id can only be used with --continue or --resume "
                  "if --fork-session is also specified.")
     if opts["print"] and opts["output_format"] == "stream-json" and not opts["verbose"]:
@@ -169,6 +171,7 @@ class Transcript:
         self.plan = plan
         self.rows: list[dict] = []
         self.leaf: str | None = None
+        self.copied: list[dict] = []  # a fork's rows of the session it came from, written at its first turn
 
     def load(self) -> None:
         for line in self.path.read_bytes().splitlines():
@@ -623,9 +626,14 @@ class Claude:
 
     def run_turn(self, prompt: str) -> TurnResult:
         started, prompt_id = time.monotonic(), str(uuid.uuid4())
-        synthetic = self.prepare_resume() if self.resumed and self.first_turn_here else []
+        copied, self.t.copied = self.t.copied, []
+        if copied:
+            self.t.append({"type": "mode", "mode": "normal", "sessionId": self.sid})
         new_file = not self.t.rows
         self.write_queue(prompt)
+        for row in copied:
+            self.t.append(row)
+        synthetic = self.prepare_resume() if self.resumed and self.first_turn_here else []
         if "continue" in synthetic:
             self.write_continue(prompt_id)
         if "no_response" in synthetic:
@@ -641,7 +649,7 @@ class Claude:
             result.error = f"API Error: {exc}"
         self.t.append({"type": "last-prompt", "lastPrompt": prompt, "leafUuid": self.t.leaf,
                        "sessionId": self.sid})
-        if self.resumed:
+        if self.resumed and not self.opts["fork"]:
             self.t.append({"type": "mode", "mode": "normal", "sessionId": self.sid})
         result.duration_ms = int((time.monotonic() - started) * 1000)
         return result
@@ -739,12 +747,26 @@ def open_transcript(opts: dict, cwd: str, plan: CrashPlan) -> tuple[Transcript, 
             fail(f"No conversation found with session ID: {sid}")
         t = Transcript(path, plan)
         t.load()
-        return t, sid
+        return forked(t, opts, project, plan) if opts["fork"] else (t, sid)
     sid = opts["session_id"] or str(uuid.uuid4())
     path = project / f"{sid}.jsonl"
     if path.exists():
         fail(f"Error: Session ID {sid} is already in use.")
     return Transcript(path, plan), sid
+
+
+def forked(source: Transcript, opts: dict, project: Path, plan: CrashPlan) -> tuple[Transcript, str]:
+    """`--resume X --fork-session`: a new session (its id from --session-id, else a new one)
+    whose file, at its first turn, gets X's conversation rows under the new id (as 2.1.197
+    writes them: a `mode` row, the prompt's queue rows, then the copied chain); X's file is
+    left as it was."""
+    sid = opts["session_id"] or str(uuid.uuid4())
+    path = project / f"{sid}.jsonl"
+    if path.exists():
+        fail(f"Error: Session ID {sid} is already in use.")
+    t = Transcript(path, plan)
+    t.copied = [dict(row, sessionId=sid) for row in source.chain()]
+    return t, sid
 
 
 def missing_prompt_error(agent: Claude) -> None:

@@ -5,8 +5,9 @@ A session this machine replicated to a world is remembered here (local_places
 another holder's lease is live the lease refuses (naming the holder); once the world holds
 more of the session than this log (another machine took it over and went on), the resume is
 refused and says where the session went, instead of running the turn a second time from this
-machine's older copy. `dh resume S --world local` resumes this machine's copy on purpose, as
-a fork the world does not follow."""
+machine's older copy. `dh resume S --world local` goes on with this machine's copy on purpose,
+as a new session forked from S (resume/fork.py); S stays remembered, so a later plain resume
+of it still asks the world."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def check_not_gone_on(local, world_name: str, url: str | None, ref: str) -> None
         raise WorldError(f"session {session.id} replicated to the world {world_name}, which dh "
                          f"cannot reach to learn whether it went on elsewhere: {exc}",
                          hint=f"`dh resume {session.id} --world local` resumes this machine's "
-                              "copy as a fork") from None
+                              "copy as a new session") from None
     try:
         try:
             there = remote.get_session(session.id)
@@ -65,7 +66,7 @@ def check_not_gone_on(local, world_name: str, url: str | None, ref: str) -> None
             return
         if _ahead(remote.marks(session.id).get(session.id), local.marks(session.id).get(session.id)):
             raise SessionLocked(_where_it_went(remote, there),
-                                hint=f"`dh resume {session.id} --world local` forks this machine's copy")
+                                hint=f"`dh resume {session.id} --world local` forks this machine's copy as a new session")
     finally:
         remote.close()
 
