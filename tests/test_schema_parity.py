@@ -26,6 +26,7 @@ LOCAL_ONLY = {
     "places": "where a session lives on THIS machine (local_places.py): never pushed",
     "mirrored_paths": "which file THIS machine's mirror read (local_places.py): never pushed",
     "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
+    "session_digests": "what `dh log list` keeps of each session, made from the local records",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
     "attempts": "a view for `dh log schema` queries over the local log",
     "model_calls": "a view for `dh log schema` queries over the local log",

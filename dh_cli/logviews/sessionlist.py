@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import UsageError
 from ..tokens import KINDS
-from .pricing import Pricer, calls_cost
+from .pricing import PRICE_FILE, Pricer, calls_cost
 from ..worlds.rows import decode_raw
 from .resumecost import resume_costs, resume_total
 
@@ -59,7 +59,8 @@ def describe(world, rows: list[dict]) -> list[dict]:
     """Each session row with its id prefix, title, tokens and cost: titles and per-model sums
     from the sessions' digests (one row a session), the calls themselves read only for a
     session that called a model priced in tiers."""
-    prefixes, pricer = short_prefixes(world, [r["id"] for r in rows]), Pricer()
+    prefixes = short_prefixes(world, [r["id"] for r in rows])
+    pricer = Pricer(remember=Path(world.path).parent / PRICE_FILE)
     kept = digests(world, rows)
     each_call = _tiered_calls(world, kept, pricer)
     for row in rows:

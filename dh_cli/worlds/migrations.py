@@ -489,7 +489,7 @@ def m045_session_digests(db: Database) -> None:
     # calls summed per model), kept so a list reads one row per session: reading the
     # model_calls view for every session was 0.7-0.9 s of a list of 10,001. A digest is
     # dropped by any change to its session's records or sources, and made again by the next
-    # list (logviews/digests.py); `rules` names the dh that made it.
+    # list (logviews/sessionlist.py); `rules` names the dh that made it.
     db.execute("CREATE TABLE session_digests (session_id TEXT PRIMARY KEY, rules TEXT NOT NULL,"
                " title TEXT NOT NULL, calls TEXT NOT NULL)")
     drop = "DELETE FROM session_digests WHERE session_id = {}.session_id;"
