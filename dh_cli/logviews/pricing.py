@@ -100,11 +100,12 @@ class _Remembered:
     dates); a model priced in tiers is looked up each time."""
 
     def __init__(self, path: Path):
-        self.path, self.key, self.models = path, _table_key(), None
+        self.path, self.key, self.models = path, None, None
 
     def prices(self, model: str):
         if self.models is None:
-            self.models = self._read()
+            self.key = _table_key()
+            self.models = self._read() if self.key else {}
         if model in self.models:
             kept = self.models[model]
             try:
@@ -128,18 +129,24 @@ class _Remembered:
     def _write(self) -> None:
         from ..util import atomic_write
 
+        if not self.key:
+            return
         try:
             atomic_write(self.path, json.dumps({"table": self.key, "models": self.models}).encode())
         except OSError:
             pass  # only a cache: looked up in the table again next time
 
 
-def _table_key() -> str:
-    """Which price table is installed and the hour it is read in, without importing it."""
+def _table_key() -> str | None:
+    """Which price table is installed and the hour it is read in, without importing it (None
+    when its files cannot be told: nothing is then kept)."""
     import importlib.util
 
-    data = Path(importlib.util.find_spec("genai_prices").origin).parent / "data.py"
-    info = data.stat()
+    try:
+        data = Path(importlib.util.find_spec("genai_prices").origin).parent / "data.py"
+        info = data.stat()
+    except (AttributeError, TypeError, ImportError, OSError):
+        return None
     hour = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H")
     return f"{data}:{info.st_size}:{info.st_mtime_ns}:{hour}"
 
