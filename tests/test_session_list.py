@@ -1,7 +1,9 @@
-"""`dh log list` reads every listed session's model calls in one query (issue 30, "Scale":
-the model_calls view asked once per session made the list quadratic). The totals and costs it
-shows are those of the per-session reads: the view's count of each call (an OpenCode
-message's last version, a source's latest generation) and `session_cost`."""
+"""`dh log list` reads what it shows of a session from the session's digest (issue 30,
+"Scale": the model_calls view asked once per session made the list quadratic, and read for
+every session it was most of a list of 10,000): the view is read again only for a session
+whose records changed since. The totals and costs it shows are those of the per-session
+reads: the view's count of each call (an OpenCode message's last version, a source's latest
+generation) and `session_cost`."""
 
 from __future__ import annotations
 
