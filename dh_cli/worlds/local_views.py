@@ -62,6 +62,10 @@ def _by_session(rows) -> dict[str, list[tuple]]:
     return calls
 
 
+def _missing(session_ids: list[str], kept: dict) -> list[str]:
+    return [sid for sid in dict.fromkeys(session_ids) if sid not in kept]
+
+
 class LocalViews:
     def session_summaries(self, harness: str | None, state: str | None, cwd: str | None,
                           under: str | None) -> list[dict]:
@@ -94,25 +98,23 @@ class LocalViews:
     def calls_by_session(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
         """session id -> (model, then the counts of tokens.KINDS) of each of its model calls:
         every session's, or those named."""
-        if session_ids is None:
-            return _by_session(self.conn.execute(_CALL_ROWS.format(where="")))
-        found: dict[str, list[tuple]] = {}
-        for at in range(0, len(session_ids), 500):  # SQLite's limit on bound values
-            part = session_ids[at:at + 500]
-            where = f"WHERE session_id IN ({', '.join('?' * len(part))})"
-            found.update(_by_session(self.conn.execute(_CALL_ROWS.format(where=where), part)))
-        return found
+        return self._by_session(_CALL_ROWS, session_ids)
 
     def call_sums(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
         """session id -> (model, its calls, then their sums of tokens.KINDS) for each model
         the session called: every session's, or those named."""
+        return self._by_session(_CALL_SUMS, session_ids)
+
+    def _by_session(self, sql: str, session_ids: list[str] | None) -> dict[str, list[tuple]]:
+        """The rows of `sql` (its {where} filled in) grouped by their first column, the
+        session id: every session's, or those named."""
         if session_ids is None:
-            return _by_session(self.conn.execute(_CALL_SUMS.format(where="")))
+            return _by_session(self.conn.execute(sql.format(where="")))
         found: dict[str, list[tuple]] = {}
         for at in range(0, len(session_ids), 500):  # SQLite's limit on bound values
             part = session_ids[at:at + 500]
             where = f"WHERE session_id IN ({', '.join('?' * len(part))})"
-            found.update(_by_session(self.conn.execute(_CALL_SUMS.format(where=where), part)))
+            found.update(_by_session(self.conn.execute(sql.format(where=where), part)))
         return found
 
     def session_digests(self, session_ids: list[str], rules: str,
@@ -120,13 +122,14 @@ class LocalViews:
         """session id -> (title, calls as JSON) of each named session: the digests kept by a
         dh of these `rules`, and make(the others), kept when the log can be written at once."""
         kept = self._kept_digests(session_ids, rules)
-        if len(kept) == len(set(session_ids)):
+        if not _missing(session_ids, kept):
             return kept
         with self._quick_write() as writable:
             if writable:  # what another list kept meanwhile
                 kept = self._kept_digests(session_ids, rules)
-            made = make([sid for sid in dict.fromkeys(session_ids) if sid not in kept])
-            if writable:
+            missing = _missing(session_ids, kept)
+            made = make(missing) if missing else {}
+            if writable and made:
                 self._keep_digests(made, rules)
         return {**kept, **made}
 
