@@ -6,12 +6,15 @@ sessions s LEFT JOIN records r ... GROUP BY s.id`). Goal: each under a second at
 Median of --runs runs, output to /dev/null; wall time and the child's CPU time (user + system,
 which a loaded machine inflates less than wall time).
 
-Measured 2026-12-02 on a shared 2-core machine (load 6-8), CPU seconds, median of 3:
-10,001 sessions: dh log list 3.02 (baseline 0.14), dh 0.82, dh log search 0.50; 505 sessions:
-1.06, 0.54, 0.53. Before (same machine, earlier run): 505 sessions' dh log list 34.6 s wall.
-Reading the model_calls view for every session is 1.0 s of the list of 10,001.
+Measured 2026-12-02 on a shared 2-core machine (load 3.6-4.3), wall seconds (CPU alike),
+median of 3, this checkout against a9fb4b8's (`--code`) in the same run:
+10,001 sessions (baseline 0.07): dh log list 0.58 (8.4x baseline) against 2.21 (30.4x),
+--json 0.66 against 1.77, dh 0.44 against 0.44, dh log search 0.27 against 0.27; 505
+sessions (baseline 0.04): dh log list 0.20 against 0.40. The first list after the copies
+makes their digests (worlds/migrations.py m045): 1.57 s for 9,496 sessions, once (reading
+the model_calls view for every session is 0.7-0.9 s of it); later lists read the digests.
 
-Run: python bench/bench_sessionlist.py [--sessions 500,2000,10000] [--runs 3]"""
+Run: python bench/bench_sessionlist.py [--sessions 500,2000,10000] [--runs 3] [--code CHECKOUT]"""
 
 from __future__ import annotations
 
