@@ -13,7 +13,7 @@ import pytest
 from tests.require import skip_if_missing
 
 from dh_cli.pricing import Pricer
-from dh_cli.tokens import counts
+from dh_cli.tokens import Usage, counts
 from dh_cli.wrappers.claude import claude_usage
 from dh_cli.wrappers.codex import codex_usage
 
@@ -192,3 +192,18 @@ def test_a_model_the_table_does_not_know_is_no_cost_not_zero(tmp_path, run_dh):
     assert listed["cost"] is None
     text = run_dh("log", "show", listed["id"]).stdout
     assert "cost: - (4 call(s) of a model the price table does not know: mock-model)" in text
+
+
+def test_remembered_prices_are_the_tables_and_are_read_back_for_the_same_table(tmp_path):
+    kept, usage = tmp_path / "model-prices.json", Usage(40, 300, 1000, 200, 20, 0)
+    table = Pricer().cost("claude-opus-4-8", usage)
+    assert Pricer(remember=kept).cost("claude-opus-4-8", usage) == table
+    assert Pricer(remember=kept).cost("mock-model", usage) is None
+    written = json.loads(kept.read_text())
+    assert set(written["models"]) == {"claude-opus-4-8", "mock-model"}
+    # what a later list prices with is the file's (doubled here to tell it from the table's)
+    written["models"]["claude-opus-4-8"] = [str(2 * Decimal(r)) for r in written["models"]["claude-opus-4-8"]]
+    kept.write_text(json.dumps(written))
+    assert Pricer(remember=kept).cost("claude-opus-4-8", usage) == pytest.approx(2 * table)
+    kept.write_text(json.dumps({**written, "table": "another table, or another hour"}))
+    assert Pricer(remember=kept).cost("claude-opus-4-8", usage) == table

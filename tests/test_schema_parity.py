@@ -28,6 +28,7 @@ LOCAL_ONLY = {
     "session_worlds": "the world a session replicated to from THIS machine (returning.py)",
     "forks": "the session a session was forked from on THIS machine, for the list (resume/fork.py);"
              " the fork's `forked` event travels",
+    "session_digests": "what `dh log list` keeps of each session, made from the local records",
     "record_text": "the FTS5 index of `dh log search`, built from the records on each machine",
     "price_table": "which price table THIS machine's records.price_usd came from (worlds/prices.py)",
     "attempts": "a view for `dh log schema` queries over the local log",

@@ -1,7 +1,9 @@
-"""`dh log list` reads every listed session's model calls in one query (issue 30, "Scale":
-the model_calls view asked once per session made the list quadratic). The totals and costs it
-shows are those of the per-session reads: the view's count of each call (an OpenCode
-message's last version, a source's latest generation) and `session_cost`."""
+"""`dh log list` reads what it shows of a session from the session's digest (issue 30,
+"Scale": the model_calls view asked once per session made the list quadratic, and read for
+every session it was most of a list of 10,000): the view is read again only for a session
+whose records changed since. The totals and costs it shows are those of the per-session
+reads: the view's count of each call (an OpenCode message's last version, a source's latest
+generation) and `session_cost`."""
 
 from __future__ import annotations
 
@@ -97,3 +99,40 @@ def test_prefixes_asked_for_some_sessions_are_theirs_in_the_full_table(run_dh, t
     every = short_prefixes(world)
     some = sorted(every)[:2]
     assert short_prefixes(world, some) == {sid: every[sid] for sid in some}
+
+
+def _statements(world, action) -> list[str]:
+    """The SQL statements `action` ran on the world's connection, values bound."""
+    ran: list[str] = []
+    world.conn.set_trace_callback(ran.append)
+    try:
+        action()
+    finally:
+        world.conn.set_trace_callback(None)
+    return ran
+
+
+def test_a_list_reads_model_calls_only_of_sessions_whose_records_changed(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    first = list_sessions(world, ListFilter())
+    again = _statements(world, lambda: list_sessions(world, ListFilter()))
+    assert not [s for s in again if "model_calls" in s or "packed" in s]  # no call, no record read
+    _log_an_update_of_an_opencode_message(world)
+    (changed,) = world.conn.execute("SELECT session_id FROM records ORDER BY id DESC LIMIT 1").fetchone()
+    listed: list = []
+    after = _statements(world, lambda: listed.extend(list_sessions(world, ListFilter())))
+    calls_read = [s for s in after if "model_calls" in s]
+    assert calls_read and all(changed in s for s in calls_read)
+    assert not [s for s in calls_read for r in first if r["id"] != changed and r["id"] in s]
+    for row in listed:
+        assert row["tokens"] == world.token_totals(row["id"])
+        assert row["cost"] == session_cost(world, row["id"])["usd"]
+
+
+def test_a_read_only_log_is_listed_alike_and_left_as_it_is(run_dh, tmp_path):
+    _import_all(run_dh, tmp_path)
+    reader = LocalWorld(read_only=True)
+    listed = list_sessions(reader, ListFilter())
+    assert reader.conn.execute("SELECT COUNT(*) FROM session_digests").fetchone()[0] == 0
+    assert listed == list_sessions(LocalWorld(), ListFilter())

@@ -104,3 +104,20 @@ def test_the_worker_s_lines_are_filtered(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "took over session" in err and "\\x1b]0;" in err
     assert not [s for s in SEQUENCES if s in err] and KEY not in err and GH not in err
+
+
+@pytest.mark.parametrize("text", [
+    TEXT, HOSTILE, "".join(ESCAPES), "a\r\nb\x08c\x0bd\x0ce\x07", "ok :smile: :thumbs_up-text: x:y:z",
+    "[bold]not markup[/] \\[x]", "中文 wide  ", "", "\n\n", "tab\tthrough rich", "é\u200bzero width\x7f\x9b",
+])
+def test_print_text_prints_what_rich_prints(text, monkeypatch):
+    from io import StringIO
+
+    from dh_cli import output
+
+    printed = []
+    for show in (lambda: output.out.print(text, markup=False, soft_wrap=True), lambda: output.print_text(text)):
+        monkeypatch.setattr(sys, "stdout", StringIO())
+        show()
+        printed.append(sys.stdout.getvalue())
+    assert printed[0] == printed[1]

@@ -65,7 +65,7 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     for cells, s in zip(rows, sessions):
         title = clip_words(_titled(s), room) if room >= 5 else ""
         lines.append((_row(cells, widths) + title).rstrip())
-    output.out.print("\n".join(line.rstrip() for line in lines), markup=False, soft_wrap=True)
+    output.print_text("\n".join(line.rstrip() for line in lines))
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
             output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)

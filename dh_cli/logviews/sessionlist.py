@@ -7,13 +7,15 @@ from __future__ import annotations
 import bisect
 import itertools
 import datetime as _dt
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import __version__
 from ..errors import UsageError
 from ..tokens import KINDS
-from ..pricing import Pricer, calls_cost
+from ..pricing import PRICE_FILE, Pricer, calls_cost
 from ..worlds.rows import decode_raw
 from .resumecost import resume_costs, resume_total
 
@@ -54,30 +56,57 @@ def folder_match(cwd: str | None) -> tuple[str | None, str | None]:
 
 
 def describe(world, rows: list[dict]) -> list[dict]:
-    """Each session row with its id prefix, title, tokens and cost, read for all rows at once
-    (the model calls of every listed session in one query)."""
-    ids = [r["id"] for r in rows]
-    prefixes, pricer = short_prefixes(world, ids), Pricer()
-    everything = len(rows) > 500  # past SQLite's bound values: read them all
-    calls = world.calls_by_session(None if everything else ids)
-    titles = first_prompts(world, rows, None if everything else ids)
+    """Each session row with its id prefix, title, tokens and cost: titles and per-model sums
+    from the sessions' digests (one row a session), the calls themselves read only for a
+    session that called a model priced in tiers."""
+    prefixes = short_prefixes(world, [r["id"] for r in rows])
+    pricer = Pricer(remember=Path(world.path).parent / PRICE_FILE)
+    kept = digests(world, rows)
+    each_call = _tiered_calls(world, kept, pricer)
     forks = getattr(world, "forks", dict)()  # a team world's list: the fork's event only
     for row in rows:
-        found = calls.get(row["id"], [])
+        title, sums = kept[row["id"]]
         row["prefix"] = prefixes.get(row["id"], row["id"])
-        row["title"] = titles[row["id"]]
+        row["title"] = title
         row["forked_from"] = forks.get(row["id"])
-        row["tokens"] = call_totals(found)
-        row["cost"] = calls_cost(found, pricer)["usd"]
+        row["tokens"] = sum_totals(sums)
+        calls = each_call.get(row["id"]) or [(model, *counts) for model, _, *counts in sums]
+        row["cost"] = calls_cost(calls, pricer)["usd"]
         row["resume_cost"] = _resume_cost(world, row, pricer)
     return rows
 
 
-def call_totals(calls: list[tuple]) -> dict:
-    """Token totals of calls given as (model, then the counts of tokens.KINDS), as
+DIGEST_RULES = f"{__version__}/1"  # a digest another dh (or other rules) made is made again
+
+
+def digests(world, rows: list[dict]) -> dict[str, tuple[str, list]]:
+    """session id -> (title, [model, calls, then their sums of tokens.KINDS] for each model
+    it called), of each row's session: what the log keeps (worlds/migrations.py m045), the
+    missing ones made from the records."""
+    def make(ids: list[str]) -> dict[str, tuple[str, str]]:
+        wanted = set(ids)
+        every = len(ids) > 500  # past SQLite's bound values: read them all
+        sums = world.call_sums(None if every else ids)
+        titles = first_prompts(world, [r for r in rows if r["id"] in wanted], None if every else ids)
+        return {sid: (titles[sid], json.dumps(sums.get(sid, []))) for sid in ids}
+
+    kept = world.session_digests([r["id"] for r in rows], DIGEST_RULES, make)
+    return {sid: (title, json.loads(calls)) for sid, (title, calls) in kept.items()}
+
+
+def _tiered_calls(world, kept: dict, pricer: Pricer) -> dict[str, list[tuple]]:
+    """Each call of the sessions that called a model priced in tiers (its cost is then not
+    the cost of its sums)."""
+    ids = [sid for sid, (_, sums) in kept.items()
+           if any(pricer.known(model) and not pricer.flat(model) for model, *_ in sums)]
+    return world.calls_by_session(ids) if ids else {}
+
+
+def sum_totals(sums: list[list]) -> dict:
+    """Token totals of per-model sums (model, calls, then the counts of tokens.KINDS), as
     token_totals has them."""
-    sums = [sum(column) for column in zip(*(c[1:] for c in calls))] or [0] * len(KINDS)
-    return {**dict(zip(KINDS, sums)), "model_calls": len(calls)}
+    totals = [sum(column) for column in zip(*(s[2:] for s in sums))] or [0] * len(KINDS)
+    return {**dict(zip(KINDS, totals)), "model_calls": sum(s[1] for s in sums)}
 
 
 def short_prefixes(world, wanted: list[str] | None = None) -> dict[str, str]:

@@ -31,9 +31,8 @@ def insert_rows(conn, rows: list[tuple]) -> int:
     # without text, e.g. Pi's custom entries, saves that statement)
     top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0] \
         if untexted or texted else 0
-    before = conn.total_changes
-    conn.executemany(INSERT_RECORD, [storage_row(row[:ROW_WIDTH]) for row in rows])
-    added = conn.total_changes - before
+    # the rows this statement added (total_changes would count what triggers change too)
+    added = conn.executemany(INSERT_RECORD, [storage_row(row[:ROW_WIDTH]) for row in rows]).rowcount
     if not added:
         return 0
     if untexted:

@@ -3,7 +3,9 @@ start): SQL over the log's tables stays inside worlds/, and the views get plain 
 
 from __future__ import annotations
 
-from typing import Iterator
+import sqlite3
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from .rows import STORED_RAW
 
@@ -33,6 +35,16 @@ _CALL_ROWS = """
            COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),
            tokens_reasoning FROM model_calls {where}"""
 
+# The same calls summed per session and model, each model's first call first (the order the
+# calls would be read in).
+_CALL_SUMS = """
+    SELECT session_id, model, COUNT(*), SUM(COALESCE(tokens_in, 0)),
+           SUM(COALESCE(tokens_cache_read, 0)), SUM(COALESCE(tokens_cache_write, 0)),
+           SUM(tokens_cache_write_1h), SUM(COALESCE(tokens_out, 0)), SUM(tokens_reasoning)
+    FROM model_calls {where} GROUP BY session_id, model ORDER BY session_id, MIN(record_id)"""
+
+QUICK_WRITE_MS = 100  # how long a list waits for the write lock to keep the digests it made
+
 
 _FIRST_SOURCE_PROMPTS = f"""
     SELECT o.session_id, {STORED_RAW.replace('raw', 'r.raw').replace('packed', 'r.packed')}, r.codec
@@ -48,6 +60,10 @@ def _by_session(rows) -> dict[str, list[tuple]]:
     for session_id, *call in rows:
         calls.setdefault(session_id, []).append(tuple(call))
     return calls
+
+
+def _missing(session_ids: list[str], kept: dict) -> list[str]:
+    return [sid for sid in dict.fromkeys(session_ids) if sid not in kept]
 
 
 class LocalViews:
@@ -82,14 +98,87 @@ class LocalViews:
     def calls_by_session(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
         """session id -> (model, then the counts of tokens.KINDS) of each of its model calls:
         every session's, or those named."""
+        return self._by_session(_CALL_ROWS, session_ids)
+
+    def call_sums(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
+        """session id -> (model, its calls, then their sums of tokens.KINDS) for each model
+        the session called: every session's, or those named."""
+        return self._by_session(_CALL_SUMS, session_ids)
+
+    def _by_session(self, sql: str, session_ids: list[str] | None) -> dict[str, list[tuple]]:
+        """The rows of `sql` (its {where} filled in) grouped by their first column, the
+        session id: every session's, or those named."""
         if session_ids is None:
-            return _by_session(self.conn.execute(_CALL_ROWS.format(where="")))
+            return _by_session(self.conn.execute(sql.format(where="")))
         found: dict[str, list[tuple]] = {}
         for at in range(0, len(session_ids), 500):  # SQLite's limit on bound values
             part = session_ids[at:at + 500]
             where = f"WHERE session_id IN ({', '.join('?' * len(part))})"
-            found.update(_by_session(self.conn.execute(_CALL_ROWS.format(where=where), part)))
+            found.update(_by_session(self.conn.execute(sql.format(where=where), part)))
         return found
+
+    def session_digests(self, session_ids: list[str], rules: str,
+                        make: Callable[[list[str]], dict[str, tuple[str, str]]]) -> dict[str, tuple[str, str]]:
+        """session id -> (title, calls as JSON) of each named session: the digests kept by a
+        dh of these `rules`, and make(the others), kept when the log can be written at once."""
+        kept = self._kept_digests(session_ids, rules)
+        if not _missing(session_ids, kept):
+            return kept
+        with self._quick_write() as writable:
+            if writable:  # what another list kept meanwhile
+                kept = self._kept_digests(session_ids, rules)
+            missing = _missing(session_ids, kept)
+            made = make(missing) if missing else {}
+            if writable and made:
+                self._keep_digests(made, rules)
+        return {**kept, **made}
+
+    def _keep_digests(self, made: dict[str, tuple[str, str]], rules: str) -> None:
+        try:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO session_digests (session_id, rules, title, calls)"
+                " VALUES (?, ?, ?, ?)", [(sid, rules, *made[sid]) for sid in made])
+        except sqlite3.Error:  # a read-only file, a full disk: made again next time
+            pass
+
+    def _kept_digests(self, session_ids: list[str], rules: str) -> dict[str, tuple[str, str]]:
+        where, args = "WHERE rules = ?", [rules]
+        if len(session_ids) <= 500:  # SQLite's limit on bound values; past it, read them all
+            where += f" AND session_id IN ({', '.join('?' * len(session_ids))})"
+            args += session_ids
+        return {sid: (title, calls) for sid, title, calls in self.conn.execute(
+            f"SELECT session_id, title, calls FROM session_digests {where}", args)}
+
+    @contextmanager
+    def _quick_write(self):
+        """A write transaction if one can be had within QUICK_WRITE_MS (yields True), else
+        nothing to write in (yields False): a read-only log (`dh serve`), a log another dh
+        holds, a full disk. Whatever fails to be kept is made again next time."""
+        if self._read_only:
+            yield False
+            return
+        waited = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.conn.execute(f"PRAGMA busy_timeout = {QUICK_WRITE_MS}")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            begun = False
+        else:
+            begun = True
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {waited}")
+        if not begun:
+            yield False
+            return
+        try:
+            yield True
+        except BaseException:
+            self._roll_back()
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error:
+            self._roll_back()
 
     def ts_range(self, session_id: str) -> tuple[int | None, int | None]:
         """The first and last record time of the session (epoch ms)."""

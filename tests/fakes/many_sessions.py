@@ -19,15 +19,16 @@ HOMES = {"claude": ("claude-code", "claude-config"), "codex": ("codex", "codex-h
 SCENARIOS = ("basic", "multiturn", "killed-resumed")
 
 
-def import_fixtures(dh_home: Path) -> None:
-    """Every harness's SCENARIOS imported into the log of dh_home (in a child dh)."""
-    env = {**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}
+def import_fixtures(dh_home: Path, code: Path = ROOT) -> None:
+    """Every harness's SCENARIOS imported into the log of dh_home (in a child dh: the one in
+    the checkout at `code`, run from there since `python -m` puts its folder first on the path)."""
+    env = {**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(code)}
     for harness, (folder, home) in HOMES.items():
         for scenario in SCENARIOS:
             source = FIXTURES / folder / scenario / home
             if source.is_dir():
                 subprocess.run([sys.executable, "-m", "dh_cli", "import", harness, "--all",
-                                "--home", str(source)], env=env, check=True,
+                                "--home", str(source)], env=env, check=True, cwd=code,
                                stdout=subprocess.DEVNULL)
 
 
