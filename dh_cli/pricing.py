@@ -173,7 +173,7 @@ class _Remembered:
         return kept["models"] if ok else {}
 
     def _write(self) -> None:
-        from ..util import atomic_write
+        from .util import atomic_write
 
         if not self.key:
             return
