@@ -29,6 +29,10 @@ tables
   events        dh's own journal per session: launches, exits, crashes, repairs, resumes
   codecs        what each records.codec means
   price_table   which installed price table records.price_usd came from
+  session_digests  what `dh log list` keeps of a session (title, model calls summed per
+                model); dropped by any change to its records, made again by the next list
+  forks         a session forked on this machine (`dh resume S --world local`) and the
+                session it was forked from
   record_text   full-text index (FTS5) of prompts, answers, tool inputs and outputs
 
 views
