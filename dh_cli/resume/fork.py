@@ -2,8 +2,8 @@
 means this machine's older copy never goes on as S (the world's S may have gone on without
 it). It goes on as a NEW session S': a new dh id, a new native session the harness itself
 forks from S's conversation (Wrapper.fork_args), or, for a harness whose fork cannot be told
-where to write, the copy that fork would write, resumed (Wrapper.fork_copy), journalled as forked from S (`forked` event;
-the list reads the local `forks` table). S is left as it is, here and in its world: its native
+where to write, the copy that fork would write, resumed (Wrapper.fork_copy); journalled as
+forked from S (`forked` event; the list reads the local `forks` table). S is left as it is, here and in its world: its native
 file is only put back from the log (as a resume would, journalled as a rebuild) for the harness
 to read, and nothing is repaired or appended to S's conversation.
 

@@ -244,7 +244,7 @@ class PiWrapper(Wrapper):
         target = new_session_path(home, cwd)
         head = {"type": "session", "version": header.get("version"), "id": target.stem.split("_", 1)[1],
                 "timestamp": iso_now(), "cwd": cwd, "parentSession": str(native_path)}
-        entries = Path(native_path).read_bytes().split(b"\n", 1)[1]
+        entries = Path(native_path).read_bytes().partition(b"\n")[2]
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as out:
