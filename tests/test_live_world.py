@@ -41,9 +41,10 @@ def test_replicates_while_the_harness_runs(tmp_path, server, team):
     run = run_live(a, team)
     wait(lambda: stalled(server), 30, "the stalled model request")
     sid = a.world().list_sessions()[0]["id"]
-    # the turn is open (a reply hangs), yet what the harness wrote so far is in the world
-    local = [r.raw for r in a.world().records(sid)]
-    wait(lambda: len(world_raw(team, sid)) >= len(local) > 0, 5, "the records in the world")
+    # the turn is open (a reply hangs), yet what the harness wrote so far is in the world; the
+    # records written just before the request may reach the local log after it is seen
+    local = wait(lambda: [r.raw for r in a.world().records(sid)], 10, "the records in the log")
+    wait(lambda: len(world_raw(team, sid)) >= len(local), 5, "the records in the world")
     assert world_raw(team, sid)[:len(local)] == local
     kill_group(run.pid, signal.SIGTERM)  # the user ends it: released, never claimed
     run.wait(timeout=60)

@@ -34,7 +34,11 @@ def warm(wrapper) -> None:
     session first appeared instead, they delayed its first records: OpenCode's first three
     rows reached the log 27-114 ms after they were on disk (later rows 4-20 ms), 44 ms of it
     these imports (cProfile of the live mirror's first look, this 2-core machine), against
-    the 50 ms in which tests/e2e/test_mirror_lag.py wants them logged."""
+    the 50 ms in which tests/e2e/test_mirror_lag.py wants them logged. The price table the
+    log prices each model call with as it writes it loads meanwhile, in the background."""
+    from ..pricing import load_table_in_background
+
+    load_table_in_background()
     store_of(wrapper).warm()
 
 
