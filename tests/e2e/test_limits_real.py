@@ -12,8 +12,9 @@ window of seconds, then answered normally (tests/fakes/model_server.py `limit_wi
   opencode.py).
 * Codex told the plan's usage limit, reading the reset it prints, at a scaled spacing
   (DH_LIMIT_SPACING=SPACING): two launches never closer than SPACING seconds.
-* The same in the TUIs of Claude Code and Codex: each shows the error at its prompt; dh
-  stops it, waits, and relaunches it in the same terminal with the turn going on.
+* The same window and spacing in the TUIs of Claude Code and Codex: each shows the error at
+  its prompt; dh stops it, waits, and relaunches it in the same terminal with the turn going
+  on, with no keystroke.
 * `--on-limit stop`; dh SIGKILLed while waiting, then `dh resume --at-reset`; and what a
   resume re-cached. The slow cases run with one release set (`version_sets`).
 
@@ -282,14 +283,35 @@ TUIS = {"claude-code": (["--dangerously-skip-permissions"], "bypass permissions"
 TUI_LIMITS = {"claude-code": ("anthropic", 3600.0), "codex": ("openai", 3600.0)}
 
 
-@pytest.mark.parametrize("harness", list(TUIS))
-@pytest.mark.version_sets("pinned")
-def test_a_tui_at_a_limit_goes_on_in_the_same_terminal_without_a_keystroke(real_rig, installed, harness):
+@pytest.mark.harnesses(*TUIS)
+def test_a_tui_at_a_limit_goes_on_in_the_same_terminal_without_a_keystroke(real_rig, installed):
+    """The issue's window at dh's default spacing in the TUIs of the set, side by side (each
+    on a thread of its own: one after the other they would add minutes)."""
     pytest.importorskip("pexpect")
     pytest.importorskip("pyte")
+    from concurrent.futures import ThreadPoolExecutor
+
+    harnesses = [h for h in TUIS if installed.version_set == "pinned" or install.NEWEST[h] != install.PACKAGES[h]]
+    rigs = {h: real_rig(SCRIPT, sub=h) for h in harnesses}
+    with ThreadPoolExecutor(len(harnesses)) as pool:
+        seen = dict(zip(harnesses, pool.map(lambda h: drive_tui_through_a_limit(rigs[h], installed, h),
+                                            harnesses)))
+    for harness, rig in rigs.items():
+        check_turn_completed_once(rig)
+        assert rig.server.refused(), harness
+        world, session = the_session(rig)
+        launches = launch_times(world, session)
+        assert len(launches) == 2, (harness, launches)  # the window is shorter than the spacing
+        assert launches[1] - launches[0] >= DEFAULT_SPACING, (harness, launches)
+        assert "waiting" in seen[harness], (harness, seen[harness])
+        check_limit_shown(rig, session)
+
+
+def drive_tui_through_a_limit(rig, installed, harness: str) -> set[str]:
+    """The prompt typed once, then nothing but reading the screen until the final answer;
+    the session states `dh log list --json` showed meanwhile."""
     from .tui import Tui, seed_claude_tui, trust_codex_project
 
-    rig = real_rig(SCRIPT)
     if harness == "claude-code":
         seed_claude_tui(rig, installed.versions()[harness])
     else:
@@ -297,20 +319,22 @@ def test_a_tui_at_a_limit_goes_on_in_the_same_terminal_without_a_keystroke(real_
     # Codex: the API's 429 (no reset told: dh's backoff), where the headless case has the
     # plan's usage limit (a reset to the minute: up to a minute's wait)
     style, advertise = TUI_LIMITS[harness]
-    rig.server.limit_window(style, WINDOW, from_request=2, advertise=advertise)
-    rig.env["DH_LIMIT_SPACING"] = str(SPACING)
+    rig.server.limit_window(style, ISSUE_WINDOW, from_request=2, advertise=advertise)
     args, ready, quit_keys = TUIS[harness]
-    tui = Tui(rig, harness, args)
+    tui, seen, looked = Tui(rig, harness, args), set(), [0.0]
+
+    def done() -> bool:
+        if time.monotonic() - looked[0] > 1.0 and "waiting" not in seen:
+            looked[0] = time.monotonic()
+            seen.update(s["state"] for s in listed(rig))
+        return tui.on_screen("All done.")
+
     try:
         tui.until(lambda: tui.on_screen(ready), what="the editor")
         tui.quiet()
         tui.submit("Create the files.", lambda: bool(rig.server.main_requests()))
-        tui.until(lambda: tui.on_screen("All done."), timeout=RUN_TIMEOUT, what="the final answer")
-        world, session = the_session(rig)
-        kinds = [e.type for e in world.events(session["id"])]
-        assert "limit" in kinds and kinds.count("launched") >= 2
+        tui.until(done, timeout=RUN_TIMEOUT, what="the final answer")
         assert tui.quit(quit_keys) == 0, tui.text()
     finally:
         tui.close()
-    check_turn_completed_once(rig)
-    assert rig.server.refused()
+    return seen
