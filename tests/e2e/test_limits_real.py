@@ -197,9 +197,12 @@ def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig)
     assert session["state"] == "limited"
 
 
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGINT"])
 @pytest.mark.harnesses("claude-code")
 @pytest.mark.version_sets("pinned")
-def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig):
+def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig, stop):
+    """SIGKILL: dh gone with no word to the log; SIGINT: the user's Ctrl-C, which cancels
+    the wait. Either way the session is left resumable and `dh resume` finishes the turn."""
     rig = real_rig(SCRIPT)
     rig.server.limit_window("anthropic", WINDOW, from_request=2, advertise=3600.0)
     proc = run_dh(rig, "claude-code", spacing=WINDOW + 10)  # the recorded reset is still ahead at the resume
@@ -207,8 +210,8 @@ def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_ri
     while not any(s["state"] == "waiting" for s in listed(rig)):
         assert proc.poll() is None and time.monotonic() < deadline, "dh never waited"
         time.sleep(0.3)
-    proc.kill()  # SIGKILL: no word to the log
-    proc.wait()
+    proc.send_signal(getattr(signal, stop))
+    assert proc.wait(timeout=60) != 0
     (session,) = listed(rig)
     assert session["state"] == "interrupted", session  # its dh is gone: resumable
     refused_before = rig.server.refused()
