@@ -115,6 +115,17 @@ def test_dh_killed_while_mirroring_then_resume(rig, harness):
         check_consistent(rig)
     else:
         assert any(b"All done." in r.raw for r in world.records(session.id))
+    check_dh_death_marked(rig, session.id)
+
+
+def check_dh_death_marked(rig, session_id: str) -> None:
+    """dh's own death is a crash of the attempt it ran: marked once, by the next command
+    that finds the attempt unended, and shown inside the turn it cut."""
+    shown = json.loads(rig.dh("log", "show", session_id, "--json").stdout)
+    marked = [e for e in shown["events"] if e["details"].get("dh_killed")]
+    assert [(e["attempt"], e["details"]["outcome"]) for e in marked] == [(1, "crashed")]
+    crashes = [i for i in shown["items"] if i["type"] == "crash"]
+    assert [(c["text"], c["turn"]) for c in crashes] == [("crash: dh was killed", 1)]
 
 
 def test_dh_killed_while_a_quiet_harness_runs_costs_nothing(rig):
@@ -141,6 +152,10 @@ def test_dh_killed_while_a_quiet_harness_runs_costs_nothing(rig):
     assert (rig.proj / "steps.log").read_text() == "step0\n"
     assert (rig.proj / "a.txt").read_text() == "alpha\n"
     check_consistent(rig)
+    check_dh_death_marked(rig, session.id)
+    again = rig.dh("resume", session.id, timeout=120)  # marked once, however often resumed
+    assert again.returncode == 0, again.stderr.decode()
+    check_dh_death_marked(rig, session.id)
 
 
 # around a crash of the harness: exit logged, repair, relaunch ----------------------------------

@@ -63,6 +63,8 @@ def _state_mark(d: dict, marks: list[dict]) -> dict | None:
     if d.get("to") == "FATAL":
         return {"kind": "fatal", "label": f"gave up: {d.get('reason', '')}"}
     last = marks[-1]["kind"] if marks else None
+    if d.get("dh_killed"):
+        return {"kind": "crash", "label": "crash: dh was killed"}
     if d.get("outcome") in ("crashed", "hung") and last != "crash":
         return {"kind": "crash", "label": f"crash: {d['outcome']}"}
     return None

@@ -69,6 +69,7 @@ def _ready_on_disk(world, wrapper, session: Session) -> tuple[Session, bool]:
     first), under S's locks; (S as the log has it now, whether its last turn was cut)."""
     with launch.held(world, wrapper, session):
         launch.check_previous_attempt(world, session)
+        launch.mark_unended_attempt(world, session)
         session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
         sources = world.sources(session.id)
         if not sources or world.record_count(session.id) == 0:

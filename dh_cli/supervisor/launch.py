@@ -185,6 +185,26 @@ def check_previous_attempt(world, session: Session) -> None:
                 hint="wait for it to exit, or stop it, then resume")
 
 
+def mark_unended_attempt(world, session: Session) -> None:
+    """An attempt with a launch and no end was cut by dh's own death (SIGKILL, a lost
+    machine): no handler of dh's could write how it ended. Before anything goes on, the log
+    says so, once, so that its views show that crash where it happened."""
+    attempt, last_state = None, "RUNNING"
+    for event in world.events(session.id):
+        if event.type == events.LAUNCHED:
+            attempt = event.attempt
+        elif event.type == events.STATE:
+            last_state = event.details.get("to") or last_state
+            if event.details.get("outcome"):
+                attempt = None
+        elif event.type == events.EXITED:
+            attempt = None
+    if attempt is not None:
+        events.add(world, session.id, events.state(
+            last_state, "EXITED", "dh was killed while the harness ran; how it ended was never "
+            "recorded", outcome="crashed", dh_killed=True), attempt)
+
+
 def since_created(session: Session) -> Launch | None:
     """For a session whose native id dh never learnt: whatever the harness created for its
     cwd since the session began (sessions other dh sessions own are skipped)."""
