@@ -209,3 +209,38 @@ def test_a_group_alone_prints_help_and_dh_alone_its_status():
         assert done.returncode == 0 and f"Usage: dh {args[0]}" in done.stdout, (args, done.stdout)
     done = dh()
     assert done.returncode == 0 and "no sessions in the log yet" in done.stdout  # logviews/status.py
+
+
+def _timed_crash(world, sid: str, attempt: int, at: str) -> None:
+    """A harness killed in `attempt`, as dh journals it, seen by dh at `at`."""
+    world.add_event(sid, "launch", {"argv": ["claude"]}, attempt, "intent")
+    event = world.add_event(sid, "exited", {"code": -9, "signal": 9}, attempt, "outcome")
+    with world._write() as conn:
+        conn.execute("UPDATE events SET at = ? WHERE session_id = ? AND seq = ?", [at, sid, event.seq])
+
+
+def _shifted(iso: str, seconds: float) -> str:
+    import datetime
+
+    when = datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")) + datetime.timedelta(seconds=seconds)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def test_each_crash_is_shown_where_it_happened(resumed, run_dh):
+    """A harness killed as it started (before it wrote anything: dh relaunched the command)
+    and again mid-turn: the first crash shows at the turn's start, the second where the
+    records stop, each with its own attempt; only the second kept finished calls."""
+    world, sid = resumed
+    items = json.loads(run_dh("log", "show", sid, "--json").stdout)["items"]
+    prompt_at = next(i["at"] for i in items if i["type"] == "prompt")
+    resume_at = next(i["at"] for i in items if i["type"] == "resume")
+    _timed_crash(world, sid, 1, _shifted(prompt_at, -2))
+    _timed_crash(world, sid, 2, _shifted(resume_at, -1))
+    world.add_event(sid, "launch", {"argv": ["claude", "--resume", "x"]}, 3, "intent")
+    items = json.loads(run_dh("log", "show", sid, "--json").stdout)["items"]
+    kinds = [i["type"] for i in items]
+    crashes = [i for i in items if i["type"] == "crash"]
+    assert [(c["attempt"], c["turn"]) for c in crashes] == [(1, 1), (2, 1)]
+    assert kinds[kinds.index("prompt") + 1] == "crash"  # right after the prompt
+    assert kinds[kinds.index("resume") - 1] == "crash"  # right before the resume
+    assert crashes[0]["saved_usd"] is None and crashes[1]["saved_usd"] > 0

@@ -48,6 +48,25 @@ def _short(value, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _before(at: str | None, ts) -> bool:
+    """Whether dh's event time `at` (ISO 8601) comes before a record's time `ts` (ISO 8601,
+    or epoch milliseconds as OpenCode keeps them); a time that does not parse orders nothing."""
+    when = _epoch_ms(at)
+    then = _epoch_ms(ts)
+    return when is not None and then is not None and when <= then
+
+
+def _epoch_ms(value) -> float | None:
+    import datetime
+
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()):
+        return float(value)
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def crash_marks(events: list[dict]) -> list[dict]:
     """dh's crash events in order (a kill, a hang, a crash outcome), each one a cut-off
     point that a later resume continues from."""
@@ -103,6 +122,10 @@ class _Builder:
             yield self.items.popleft()
 
     def rest(self) -> Iterator[dict]:
+        """The held items, then any crash no resume followed: a harness killed after its
+        final answer, or one the session has not been resumed from yet."""
+        while self.crashes and self.turn:
+            self._emit_crash(self.crashes.popleft(), None)
         while self.items:
             yield self.items.popleft()
 
@@ -126,23 +149,44 @@ class _Builder:
             self._emit("prompt", p, text=self._short(p.text, 400), resumed=True)
             return
         else:
+            due = self._due(p.ts)  # crashes since the last record: the last turn's end
+            for crash in due if self.turn else ():
+                self._emit_crash(crash, None)
             self.turn += 1
             self.current.clear()
             self.spent = 0.0
+            self._emit("prompt", p, text=self._short(p.text, 400))
+            for crash in () if self.turn > 1 else due:  # the first launch died before the
+                self._emit_crash(crash, None)  # harness wrote the prompt down
+            return
         self._emit("prompt", p, text=self._short(p.text, 400))
 
     def _cut_off(self) -> bool:
         return bool(self.turn) and not self.wrapper.is_complete(list(self.current))
 
     def _mark_resume(self, p: Parsed) -> None:
-        """The turn stopped here: the crash dh saw (if it saw one), then the resume."""
-        crash = self.crashes.popleft() if self.crashes else None
-        kept = round(self.spent, 6) if crash else None  # dh resumed it: no finished call re-billed
-        self.saved += kept or 0.0
-        self._emit("crash", p, text=crash["label"] if crash else "cut off (the harness stopped here)",
-                   at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None,
-                   saved_usd=kept)
+        """The turn stopped here: the crashes dh saw before this resume (one, unless the
+        harness died again before it wrote anything), then the resume."""
+        crashes = self._due(p.ts) or ([self.crashes.popleft()] if self.crashes else [])
+        if not crashes:
+            self._emit("crash", p, text="cut off (the harness stopped here)", at=None,
+                       attempt=None, saved_usd=None)
+        for crash in crashes:
+            self._emit_crash(crash, round(self.spent, 6))  # each relaunch kept the finished calls
         self._emit("resume", p, text="resumed", at=p.ts)
+
+    def _due(self, ts: str | None) -> list[dict]:
+        """The crashes dh saw before this record was written (by their times)."""
+        due = []
+        while self.crashes and _before(self.crashes[0]["at"], ts):
+            due.append(self.crashes.popleft())
+        return due
+
+    def _emit_crash(self, crash: dict, kept: float | None) -> None:
+        self.saved += kept or 0.0
+        self.items.append({"type": "crash", "turn": self.turn, "source": self.label,
+                           "synthetic": False, "text": crash["label"], "at": crash["at"],
+                           "attempt": crash["attempt"], "saved_usd": kept})
 
     def _emit(self, type_: str, p: Parsed, **extra) -> dict:
         item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic,
