@@ -30,7 +30,7 @@ from tests.helpers.real_runs import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_reb
 
 pytest.importorskip("pexpect")
 pytest.importorskip("pyte")
-from .tui import NOTICE, Tui, seed_claude_tui, trust_codex_project  # noqa: E402
+from .tui import NOTICE, TUI, Tui, seed_claude_tui, trust_codex_project  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -38,13 +38,6 @@ STALL_SCRIPT = {"replies": [R[0], dict(R[1], delay_s=60, delay_times=1), *R[2:]]
 TOOL_SCRIPT = {"replies": [{"text": "Running a slow command.", "shell": SLOW_COMMAND}, *R[1:]]}
 PROMPT = "Create the files."
 
-# harness -> (TUI args, text on screen once its editor is ready, keys that quit it)
-TUI = {
-    "claude-code": (["--dangerously-skip-permissions"], "bypass permissions", ["/exit", "\r"]),
-    "pi": (["--provider", "mock", "--model", "mock-claude"], "mock-claude", ["\x04", "\x04"]),
-    "codex": ([], "Ask Codex to do anything", ["/quit", "\r"]),
-    "opencode": ([], "Ask anything", ["/exit", "\r"]),
-}
 
 
 # the record kind that shows reply #0's tool step is on disk (OpenCode's rows are whole

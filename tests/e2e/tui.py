@@ -15,6 +15,14 @@ import pyte
 ROWS, COLS = 40, 120
 NOTICE = "resuming session"
 
+# harness -> (TUI args, text on screen once its editor is ready, keys that quit it)
+TUI = {
+    "claude-code": (["--dangerously-skip-permissions"], "bypass permissions", ["/exit", "\r"]),
+    "pi": (["--provider", "mock", "--model", "mock-claude"], "mock-claude", ["\x04", "\x04"]),
+    "codex": ([], "Ask Codex to do anything", ["/quit", "\r"]),
+    "opencode": ([], "Ask anything", ["/exit", "\r"]),
+}
+
 
 class AnsweringScreen(pyte.Screen):
     """A terminal answers what a program asks of it (device attributes, cursor position):

@@ -1,0 +1,108 @@
+"""The invariants checked after each soak case; each check returns its violations as lines.
+
+* nothing paid twice: a reply delivered more than once was lost at a kill (delivered, not in
+  the state that kill left: state.py) as many times as it was asked for again;
+* every `never` tool ran at most once: each shell step's line is in steps.log at most once;
+* the final files are right: each written file holds what the write gave it, each shell step's line is
+  there, and any that is missing had dh tell the model it "may already have taken effect";
+* the log is byte-exact against the native files (OpenCode: every row at its latest
+  version, no row version twice);
+* every crash is marked: one crash mark per kill in dh's timeline, each inside the one turn
+  the session has in `dh log show`, and the turn finished with the final text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from dh_cli.logviews.timeline import timeline
+from tests.fakes.model_server import tool_results
+from tests.helpers.real_runs import MAY_HAVE_RUN, check_log_holds_every_record_once, read
+
+from .state import Snapshot
+
+
+def session_id(rig) -> str:
+    world = rig.world()
+    try:
+        (session,) = world.list_sessions()
+        return session["id"]
+    finally:
+        world.close()
+
+
+def check_all(rig, harness: str, snapshots: list[Snapshot], kills: int, lines: list[str],
+              written: dict[str, str], final: str) -> list[str]:
+    found = check_paid_once(rig.server, snapshots)
+    found += check_files(rig, lines, written)
+    found += _guarded(check_log_holds_every_record_once, rig, harness)
+    found += check_crashes_marked(rig, kills, final)
+    return found
+
+
+def _guarded(check, *args) -> list[str]:
+    try:
+        check(*args)
+    except AssertionError as exc:
+        return [f"{check.__name__}: {str(exc)[:400]}"]
+    return []
+
+
+def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
+    counts = server.completed_counts()
+    lost: dict[int, int] = {}
+    for snap in snapshots:
+        for index in snap.lost():
+            lost[index] = lost.get(index, 0) + 1
+    return [f"reply {i} delivered {n} times, lost by the harness {lost.get(i, 0)} time(s)"
+            for i, n in sorted(counts.items()) if n > 1 + lost.get(i, 0)]
+
+
+def may_have_run_results(server) -> set[str]:
+    """Call ids whose result, as the model saw it, was dh's 'may already have taken effect'."""
+    ids = set()
+    for request in server.main_requests():
+        for call_id, text, _ in tool_results(request["api"], request["body"]):
+            if MAY_HAVE_RUN in text:
+                ids.add(call_id)
+    return ids
+
+
+def check_files(rig, lines: list[str], written: dict[str, str]) -> list[str]:
+    found = []
+    steps = read(rig.proj / "steps.log").split()
+    for line in lines:
+        if steps.count(line) > 1:
+            found.append(f"the never tool writing {line} ran {steps.count(line)} times")
+    missing = [line for line in lines if line not in steps]
+    missing += [name for name, text in written.items() if read(rig.proj / name) != text]
+    told = may_have_run_results(rig.server)
+    if len(missing) > len(told):
+        found.append(f"missing {missing}, but the model was told only of {sorted(told)}")
+    return found
+
+
+def check_crashes_marked(rig, kills: int, final: str) -> list[str]:
+    found = []
+    shown = _log_show(rig, session_id(rig))
+    marks = [m for m in timeline(shown["events"]) if m["kind"] == "crash"]
+    if len(marks) != kills:
+        found.append(f"{kills} kill(s) but {len(marks)} crash mark(s): {[m['label'] for m in marks]}")
+    shown_at = sorted(i["at"] for i in shown["items"] if i["type"] == "crash" and i.get("at"))
+    if shown_at != sorted(m["at"] for m in marks):
+        found.append(f"crashes at {sorted(m['at'] for m in marks)}, dh log show has {shown_at}")
+    prompts = {i["turn"] for i in shown["items"] if i["type"] == "prompt" and not i.get("resumed")}
+    turns = {i["turn"] for i in shown["items"]}
+    if len(prompts) != 1 or len(turns) != 1:
+        found.append(f"one turn expected in dh log show, got turns {sorted(turns)}")
+    if not shown.get("turn_complete") or final not in json.dumps(shown["items"][-3:]):
+        found.append("dh log show: the turn did not finish with the final text")
+    return found
+
+
+def _log_show(rig, session: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "dh_cli", "log", "show", session, "--json"],
+                         env=rig.env, cwd=rig.proj, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-500:]
+    return json.loads(out.stdout)

@@ -1,0 +1,101 @@
+"""What was kept at a kill: which of the script's replies had reached the harness's own state
+(or, once the harness home is lost, dh's log), and which the model server had delivered.
+
+A reply the server delivered but that never reached the harness's state was lost inside the
+harness (it died between reading the answer and writing it down): asking for it again is the
+only way on, and is not dh paying twice. A reply that had reached the state must never be
+asked for again. A reply is known by its last part: its tool call's id (`toolu_00N` on the
+Anthropic API, `call_00N` on OpenAI's, as the fake model server names them), or the final
+text."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPLIES = 9
+FINAL_TEXT = "All done."
+
+# where each harness keeps its sessions, relative to the rig's HOME
+SESSION_GLOBS = {"claude-code": [".claude/projects/**/*.jsonl"],
+                 "codex": [".codex/sessions/**/*.jsonl"],
+                 "pi": ["pi-agent/sessions/**/*.jsonl"]}
+OPENCODE_DB = ".local/share/opencode/opencode.db"
+# what the harness keeps, relative to HOME, and the config files in it the rig wrote
+HOME_DIRS = {"claude-code": [".claude"], "codex": [".codex"], "pi": ["pi-agent"],
+             "opencode": [".local/share/opencode", ".local/state/opencode", ".cache/opencode"]}
+CONFIG = {"codex": [".codex/config.toml"], "pi": ["pi-agent/models.json"],
+          "claude-code": [".claude/.claude.json", ".claude/settings.json"]}  # the TUI's seed
+
+
+def markers(index: int) -> tuple[bytes, ...]:
+    if index == REPLIES - 1:
+        return (FINAL_TEXT.encode(),)
+    return (f"toolu_{index:03d}".encode(), f"call_{index:03d}".encode())
+
+
+@dataclass
+class Snapshot:
+    kept: set[int]  # reply indexes whose answer was in the state
+    delivered: dict[int, int]  # reply index -> completed deliveries so far
+
+    def lost(self) -> set[int]:
+        """Delivered, yet not in the state: the harness (or the lost home) dropped it."""
+        return {i for i, n in self.delivered.items() if n and i not in self.kept}
+
+
+def _kept_in(data: bytes) -> set[int]:
+    return {i for i in range(REPLIES) if any(m in data for m in markers(i))}
+
+
+def native(rig, harness: str, server) -> Snapshot:
+    delivered = server.completed_counts()
+    return Snapshot(_kept_in(native_bytes(rig.tmp, harness)), delivered)
+
+
+def native_bytes(home: Path, harness: str) -> bytes:
+    if harness == "opencode":
+        return _opencode_bytes(home / OPENCODE_DB)
+    return b"".join(p.read_bytes() for g in SESSION_GLOBS[harness] for p in sorted(home.glob(g)))
+
+
+def _opencode_bytes(db: Path) -> bytes:
+    """The committed rows only: a copy of the database and its WAL opened by SQLite, which
+    leaves out frames a killed writer had not committed."""
+    if not db.exists():
+        return b""
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix in ("", "-wal"):
+            if Path(f"{db}{suffix}").exists():
+                shutil.copy(f"{db}{suffix}", Path(tmp) / f"opencode.db{suffix}")
+        conn = sqlite3.connect(Path(tmp) / "opencode.db")
+        try:
+            rows = [r[0] for table in ("message", "part")
+                    for r in conn.execute(f"SELECT data FROM {table}")]  # noqa: S608 - fixed names
+        finally:
+            conn.close()
+    return "\n".join(str(r) for r in rows).encode()
+
+
+def logged(rig, server) -> Snapshot:
+    """After the home is lost, dh's log is all there is."""
+    world = rig.world()
+    try:
+        data = b"".join(r.raw or b"" for s in world.list_sessions() for r in world.records(s["id"]))
+    finally:
+        world.close()
+    return Snapshot(_kept_in(data), server.completed_counts())
+
+
+def lose_the_home(rig, harness: str) -> None:
+    """Everything the harness keeps is deleted, but for the config files the rig wrote."""
+    kept = {rel: (rig.tmp / rel).read_bytes() for rel in CONFIG.get(harness, [])
+            if (rig.tmp / rel).exists()}
+    for rel in HOME_DIRS[harness]:
+        shutil.rmtree(rig.tmp / rel, ignore_errors=True)
+    for rel, data in kept.items():
+        (rig.tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (rig.tmp / rel).write_bytes(data)
