@@ -182,18 +182,33 @@ def test_the_issues_window_at_the_default_spacing_completes_each_turn_once(real_
         assert session["state"] == "finished", (harness, case)
 
 
-@pytest.mark.harnesses("codex")
-def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig):
+# harness -> (limit answer, seconds to reset it claims) that the harness gives up on at once
+STOPS = {"codex": ("usage", None), "claude-code": ("anthropic", 3600.0)}
+
+
+@pytest.mark.parametrize("harness", list(STOPS))
+def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig, harness):
+    """dh's only word is one `dh:` line naming the limit, and its code is the harness's own,
+    as dh's `exited` event for the attempt recorded it."""
     rig = real_rig(SCRIPT)
-    rig.server.limit_window("usage", 3600, from_request=2)
-    proc = run_dh(rig, "codex", "--on-limit", "stop")
+    style, advertise = STOPS[harness]
+    rig.server.limit_window(style, 3600, from_request=2, advertise=advertise)
+    proc = run_dh(rig, harness, "--on-limit", "stop")
     _, err = proc.communicate(timeout=RUN_TIMEOUT)
     text = err.decode(errors="replace")
-    assert proc.returncode == 1, text  # Codex's own code
-    lines = [line for line in text.splitlines() if line.startswith("dh: codex hit its usage limit")]
-    assert len(lines) == 1 and "--on-limit stop" in lines[0], text
     world, session = the_session(rig)
-    assert [e.type for e in world.events(session["id"])].count("launched") == 1
+    events = world.events(session["id"])
+    (exited,) = [e for e in events if e.type == "exited"]
+    assert exited.details["code"] not in (None, 0), exited.details
+    assert proc.returncode == exited.details["code"], text
+    lines = [line for line in text.splitlines() if line.startswith("dh:")]
+    assert len(lines) == 1, text
+    (limit,) = [e for e in events if e.type == "limit"]
+    label = limit.details["label"]  # "rate", "usage", or a plan's window: "5-hour", "weekly"
+    named = f"{label} limit" if label in ("rate", "usage") else f"limit ({label})"
+    assert lines[0].startswith(f"dh: {harness} hit its ") and named in lines[0], (text, limit.details)
+    assert "--on-limit stop" in lines[0], text
+    assert [e.type for e in events].count("launched") == 1
     assert session["state"] == "limited"
 
 
