@@ -15,8 +15,9 @@ window of seconds, then answered normally (tests/fakes/model_server.py `limit_wi
 * The same window and spacing in the TUIs of Claude Code and Codex: each shows the error at
   its prompt; dh stops it, waits, and relaunches it in the same terminal with the turn going
   on, with no keystroke.
-* `--on-limit stop`; dh SIGKILLed while waiting, then `dh resume --at-reset`; and what a
-  resume re-cached. The slow cases run with one release set (`version_sets`).
+* `--on-limit stop`; dh SIGKILLed (or Ctrl-C'd) while waiting, then `dh resume`, at once
+  or `--at-reset`; and what a resume re-cached. The slow cases run with one release set
+  (`version_sets`).
 
 Every reply the server delivered was requested once (a refusal is no delivery)."""
 
@@ -212,12 +213,14 @@ def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig,
     assert session["state"] == "limited"
 
 
-@pytest.mark.parametrize("stop", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize(("stop", "resume"), [("SIGKILL", "at once"), ("SIGKILL", "--at-reset"),
+                                              ("SIGINT", "--at-reset")])
 @pytest.mark.harnesses("claude-code")
-@pytest.mark.version_sets("pinned")
-def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig, stop):
+def test_dh_killed_while_waiting_then_resumed_completes_the_turn(real_rig, stop, resume):
     """SIGKILL: dh gone with no word to the log; SIGINT: the user's Ctrl-C, which cancels
-    the wait. Either way the session is left resumable and `dh resume` finishes the turn."""
+    the wait. Either way the session is left resumable and `dh resume` finishes the turn:
+    plain, it goes on at once, before the reset dh recorded (should the window still be
+    open, the resumed dh waits out what is left of it); with --at-reset, only after it."""
     rig = real_rig(SCRIPT)
     rig.server.limit_window("anthropic", WINDOW, from_request=2, advertise=3600.0)
     proc = run_dh(rig, "claude-code", spacing=WINDOW + 10)  # the recorded reset is still ahead at the resume
@@ -229,15 +232,24 @@ def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_ri
     assert proc.wait(timeout=60) != 0
     (session,) = listed(rig)
     assert session["state"] == "interrupted", session  # its dh is gone: resumable
+    world, _ = the_session(rig)
+    (reset,) = [e.details["until"] for e in world.events(session["id"]) if e.details.get("to") == "WAITING"]
     refused_before = rig.server.refused()
-    resumed = dh("resume", session["id"], "--at-reset", env=dict(rig.env, DH_LIMIT_SPACING=str(SPACING)),
+    flags = ["--at-reset"] if resume == "--at-reset" else []
+    resumed = dh("resume", session["id"], *flags, env=dict(rig.env, DH_LIMIT_SPACING=str(SPACING)),
                  inherit=False, cwd=rig.proj, timeout=RUN_TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr
-    assert "waiting for session" in resumed.stderr and "limit to reset" in resumed.stderr
-    assert not rig.server.refused()[len(refused_before):]  # --at-reset: no probe before the reset
     check_turn_completed_once(rig)
     world, after = the_session(rig)
     assert after["state"] == "finished"
+    first_relaunch = launch_times(world, after)[1]
+    if resume == "--at-reset":
+        assert first_relaunch >= reset
+        assert "waiting for session" in resumed.stderr and "limit to reset" in resumed.stderr
+        assert not rig.server.refused()[len(refused_before):]  # no probe before the reset
+    else:
+        assert first_relaunch < reset
+        assert "waiting for session" not in resumed.stderr, resumed.stderr
 
 
 def listed(rig) -> list[dict]:
