@@ -257,46 +257,87 @@ def listed(rig) -> list[dict]:
     return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
 
 
-CACHED = {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
+# What the server reports for the first call of each resumed attempt: the cache expired, so a
+# cache write for the whole context (both TTLs in the first, 1-hour writes in the second).
+CACHED = {2: {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900},
+          3: {"input": 800, "output": 7, "cache_write_5m": 0, "cache_write_1h": 61_000, "cache_read": 300}}
 
 
 @pytest.mark.harnesses("claude-code")
 @pytest.mark.version_sets("newest")
 def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(real_rig):
-    """A crash, then dh's resume: the resumed attempt's first call is reply 1, which the
-    server answers with cache writes of both TTLs; `dh log show --json` gives that split and
-    its price for attempt 2, and the text view says it."""
+    """Two crashes, two resumes by dh: attempt 2's first call is reply 1, attempt 3's reply 2.
+    No real stall: the fake server reports cache writes whatever the time, so each of those
+    replies is told (its `usage`, CACHED) to report the cache as expired, a write of the whole
+    context, which stands for a stall past the cache's TTL. `dh log show --json` gives each
+    split as the server reported it and its price at the published rates; the text view, the
+    HTML export and `dh log list --json` show it, and the cost line sums the resumes."""
     r = SCRIPT["replies"]
-    rig = real_rig({"replies": [r[0], dict(r[1], delay_s=60, delay_times=1, usage=CACHED), *r[2:]]})
+    first = dict(r[0], usage={"input": 20_000, "output": 5})  # the cost line's total is more than the resumes'
+    rig = real_rig({"replies": [first, dict(r[1], delay_s=60, delay_times=1, usage=CACHED[2]),
+                                dict(r[2], delay_s=60, delay_times=1, usage=CACHED[3]), *r[3:]]})
     proc = run_dh(rig, "claude-code")
-    rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
-    while not any(b"tool_result" in rec.raw for rec in records_logged(rig)):
-        time.sleep(0.1)  # the tool's result is logged before the kill (see test_real_harnesses)
-    world, session = the_session(rig)
-    pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
-    os.killpg(pid, signal.SIGKILL)
+    crash_while_asking_for(rig, 1, b"tool_result")
+    crash_while_asking_for(rig, 2, b"toolu_001")  # the Write's result
     _, err = proc.communicate(timeout=RUN_TIMEOUT)
     assert proc.returncode == 0, err
-    shown = dh("log", "show", session["id"], "--json", env=rig.env, inherit=False, cwd=rig.proj)
-    (resume,) = json.loads(shown.stdout)["totals"]["resumes"]
-    split = {k: resume[k] for k in ("uncached", "cache_write_5m", "cache_write_1h", "cache_read")}
-    assert resume["attempt"] == 2
-    assert split == {"uncached": 1200, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
-    from dh_cli.pricing import Pricer
-    from dh_cli.tokens import Usage
-
-    priced = Pricer().cost(resume["model"], Usage(input=1200, cache_read=900, cache_write=40_000,
-                                                  cache_write_1h=2_500))
-    assert resume["usd"] == pytest.approx(priced, rel=1e-6)
+    world, session = the_session(rig)
+    shown = json.loads(dh("log", "show", session["id"], "--json", env=rig.env, inherit=False,
+                          cwd=rig.proj).stdout)
+    resumes = shown["totals"]["resumes"]
+    assert [r["attempt"] for r in resumes] == [2, 3]
+    usd = {r["attempt"]: published_price(r["model"], CACHED[r["attempt"]]) for r in resumes}
+    for r in resumes:
+        reported = CACHED[r["attempt"]]
+        assert {k: r[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read")} == \
+            {k: reported[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read")}
+        assert r["uncached"] == reported["input"]
+        assert r["usd"] == pytest.approx(usd[r["attempt"]], rel=1e-6)
+    assert shown["totals"]["cost"]["resume_usd"] == pytest.approx(usd[2] + usd[3], rel=1e-6)
+    lines = {2: f"attempt 2: resume re-cached 42k tokens, ${usd[2]:.2f}",
+             3: f"attempt 3: resume re-cached 61k tokens, ${usd[3]:.2f}"}
     text = dh("log", "show", session["id"], env=rig.env, inherit=False, cwd=rig.proj).stdout
-    assert "attempt 2: resume re-cached 42k tokens" in text
+    assert lines[2] in text and lines[3] in text, text
+    (cost,) = [line for line in text.splitlines() if line.startswith("cost: ")]
+    assert cost.startswith(f"cost: ${shown['totals']['cost']['usd']:.2f} ") and \
+        f"(of it, resumes' first calls: ${usd[2] + usd[3]:.2f})" in cost, cost
+    assert shown["totals"]["cost"]["usd"] > usd[2] + usd[3] + 0.01
     page = rig.tmp / "session.html"
     exported = dh("log", "export", session["id"], "--format", "html", "-o", str(page), env=rig.env,
                   inherit=False, cwd=rig.proj)
     assert exported.returncode == 0, exported.stderr
-    assert "attempt 2: resume re-cached 42k tokens" in page.read_text()
+    html = page.read_text()
+    assert lines[2] in html and lines[3] in html
     listed_one = [s for s in listed(rig) if s["id"] == session["id"]][0]
-    assert listed_one["resume_cost"]["recached"] == 42_500
+    assert listed_one["resume_cost"]["recached"] == 42_500 + 61_000
+    assert listed_one["resume_cost"]["usd"] == pytest.approx(usd[2] + usd[3], rel=1e-6)
+
+
+def crash_while_asking_for(rig, reply: int, logged: bytes) -> None:
+    """SIGKILL the harness while the server holds back its first request for `reply`, once
+    a record holding `logged` is in the log (the tool's result is logged before the kill, see
+    test_real_harnesses)."""
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == reply for e in log), timeout=RUN_TIMEOUT)
+    while not any(b"tool_result" in rec.raw and logged in rec.raw for rec in records_logged(rig)):
+        time.sleep(0.1)
+    world, session = the_session(rig)
+    pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
+    os.killpg(pid, signal.SIGKILL)
+
+
+def published_price(model: str, reported: dict) -> float:
+    """USD for a call's input at the model's per-million-token rates as genai-prices'
+    bundled data lists them (the provider's published prices), read from the data itself."""
+    from genai_prices.data import providers
+    from genai_prices.types import ModelPrice
+
+    (anthropic,) = [p for p in providers if p.id == "anthropic"]
+    (info,) = [m for m in anthropic.models if m.id == model]
+    rates = info.prices
+    assert isinstance(rates, ModelPrice), rates  # one flat price, not one by date or size
+    return (reported["input"] * float(rates.input_mtok) + reported["cache_read"] * float(rates.cache_read_mtok)
+            + reported["cache_write_5m"] * float(rates.cache_write_mtok)
+            + reported["cache_write_1h"] * float(rates.cache_write_1h_mtok)) / 1e6
 
 
 def records_logged(rig) -> list:
