@@ -32,6 +32,7 @@ import time
 
 import pytest
 
+from tests.helpers.prices import input_price
 from tests.rig import HEADLESS_ARGS, SCRIPT, dh
 
 from . import install
@@ -313,6 +314,13 @@ def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(
     assert listed_one["resume_cost"]["usd"] == pytest.approx(usd[2] + usd[3], rel=1e-6)
 
 
+def published_price(model: str, reported: dict) -> float:
+    """The input of a call the server reported, at the model's published rates."""
+    split = {part: reported[key] for part, key in (("uncached", "input"), ("cache_read", "cache_read"),
+             ("cache_write_5m", "cache_write_5m"), ("cache_write_1h", "cache_write_1h"))}
+    return input_price("anthropic", model, split)
+
+
 def crash_while_asking_for(rig, reply: int, logged: bytes) -> None:
     """SIGKILL the harness while the server holds back its first request for `reply`, once
     a record holding `logged` is in the log (the tool's result is logged before the kill, see
@@ -323,21 +331,6 @@ def crash_while_asking_for(rig, reply: int, logged: bytes) -> None:
     world, session = the_session(rig)
     pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
     os.killpg(pid, signal.SIGKILL)
-
-
-def published_price(model: str, reported: dict) -> float:
-    """USD for a call's input at the model's per-million-token rates as genai-prices'
-    bundled data lists them (the provider's published prices), read from the data itself."""
-    from genai_prices.data import providers
-    from genai_prices.types import ModelPrice
-
-    (anthropic,) = [p for p in providers if p.id == "anthropic"]
-    (info,) = [m for m in anthropic.models if m.id == model]
-    rates = info.prices
-    assert isinstance(rates, ModelPrice), rates  # one flat price, not one by date or size
-    return (reported["input"] * float(rates.input_mtok) + reported["cache_read"] * float(rates.cache_read_mtok)
-            + reported["cache_write_5m"] * float(rates.cache_write_mtok)
-            + reported["cache_write_1h"] * float(rates.cache_write_1h_mtok)) / 1e6
 
 
 def records_logged(rig) -> list:
