@@ -1,8 +1,11 @@
 """What a resume is likely to re-cache (before `dh resume`) and what each resume's first call
-cost, on a real Claude Code session (tests/fixtures/real); the e2e case with a server that
-reports cache writes of both TTLs is tests/e2e/test_limits_real.py."""
+cost, on a real Claude Code session (tests/fixtures/real), and the line a hand-run `dh resume`
+says, through the CLI with the fake harness; the e2e case with a server that reports cache
+writes of both TTLs is tests/e2e/test_limits_real.py."""
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,9 @@ from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 
 from .conftest import fixture_home
+from .fakes.model_server import FakeModelServer
+from .helpers.prices import input_price
+from .rig import SCRIPT, Rig
 
 
 @pytest.fixture
@@ -49,3 +55,35 @@ def test_a_resumes_first_call_is_split_by_each_cache_ttl():
     assert split == {"uncached": 12, "cache_write_5m": 10, "cache_write_1h": 20, "cache_read": 7}
     # the input alone is priced: 12 x $5 + 7 x $0.50 + 10 x $6.25 + 20 x $10 per million
     assert _input_cost(Pricer(), "claude-opus-4-8", split) == pytest.approx(326.0e-6)
+
+
+# the turn's last call read most of the conversation from the cache: 152k tokens of input in all
+LAST_CALL = {"input": 2_000, "cache_read": 150_000, "output": 5}
+AGED_MS = 10 * 60 * 1000  # past the 5-minute cache
+
+
+@pytest.fixture
+def rig(tmp_path):
+    replies = [*SCRIPT["replies"][:-1], dict(SCRIPT["replies"][-1], usage=LAST_CALL)]
+    server = FakeModelServer({"replies": replies}).start()
+    yield Rig(tmp_path, server)
+    server.stop()
+
+
+def test_a_hand_run_resume_past_the_cache_lifetime_says_what_it_will_likely_re_cache(rig):
+    """One line before the resume, priced as 5-minute cache writes of the whole input at the
+    published rate (fake_claude's model, claude-opus-4-8); within the lifetime, none."""
+    assert rig.run("claude-code").returncode == 0
+    (session,) = rig.world().list_sessions()
+    with sqlite3.connect(Path(rig.env["DH_HOME"]) / "dh.db") as db:  # the calls made 10 min ago
+        db.execute("UPDATE records SET ts = ts - ? WHERE ts IS NOT NULL", [AGED_MS])
+    aged = rig.dh("resume", session["id"], "--prompt", "go on")
+    assert aged.returncode == 0, aged.stderr.decode()
+    lines = [line for line in aged.stderr.decode().splitlines() if "prompt cache" in line]
+    usd = input_price("anthropic", "claude-opus-4-8", {"cache_write_5m": 152_000})
+    assert len(lines) == 1, aged.stderr.decode()
+    assert lines[0].startswith(f"dh: the last model call of session {session['id']} was 10 min ago, "
+                               "past its prompt cache (5 min): this resume will likely write about "
+                               f"152k tokens to the cache again (${usd:.2f})"), lines
+    fresh = rig.dh("resume", session["id"], "--prompt", "go on")
+    assert fresh.returncode == 0 and "prompt cache" not in fresh.stderr.decode(), fresh.stderr.decode()

@@ -127,3 +127,5 @@ def test_a_resume_on_another_release_than_the_session_ran_on_says_so_once(rig):
     assert lines == ["dh: resuming with claude-code 2.1.332; the session ran on 2.1.197 until now "
                      "(a new release changes the prompt, so the provider's cache starts over)"]
     assert rig.world().get_session(session["id"]).harness_version == "2.1.332"
+    again = rig.dh("resume", session["id"], "--prompt", "go on")  # the release it now ran on
+    assert again.returncode == 0 and "the session ran on" not in again.stderr.decode(), again.stderr.decode()

@@ -15,8 +15,9 @@ window of seconds, then answered normally (tests/fakes/model_server.py `limit_wi
 * The same window and spacing in the TUIs of Claude Code and Codex: each shows the error at
   its prompt; dh stops it, waits, and relaunches it in the same terminal with the turn going
   on, with no keystroke.
-* `--on-limit stop`; dh SIGKILLed while waiting, then `dh resume --at-reset`; and what a
-  resume re-cached. The slow cases run with one release set (`version_sets`).
+* `--on-limit stop`; dh SIGKILLed (or Ctrl-C'd) while waiting, then `dh resume`, at once
+  or `--at-reset`; and what a resume re-cached. The slow cases run with one release set
+  (`version_sets`).
 
 Every reply the server delivered was requested once (a refusal is no delivery)."""
 
@@ -31,6 +32,7 @@ import time
 
 import pytest
 
+from tests.helpers.prices import input_price
 from tests.rig import HEADLESS_ARGS, SCRIPT, dh
 
 from . import install
@@ -182,27 +184,44 @@ def test_the_issues_window_at_the_default_spacing_completes_each_turn_once(real_
         assert session["state"] == "finished", (harness, case)
 
 
-@pytest.mark.harnesses("codex")
-def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig):
+# harness -> (limit answer, seconds to reset it claims) that the harness gives up on at once
+STOPS = {"codex": ("usage", None), "claude-code": ("anthropic", 3600.0)}
+
+
+@pytest.mark.parametrize("harness", list(STOPS))
+def test_on_limit_stop_exits_with_the_harness_code_and_names_the_limit(real_rig, harness):
+    """dh's only word is one `dh:` line naming the limit, and its code is the harness's own,
+    as dh's `exited` event for the attempt recorded it."""
     rig = real_rig(SCRIPT)
-    rig.server.limit_window("usage", 3600, from_request=2)
-    proc = run_dh(rig, "codex", "--on-limit", "stop")
+    style, advertise = STOPS[harness]
+    rig.server.limit_window(style, 3600, from_request=2, advertise=advertise)
+    proc = run_dh(rig, harness, "--on-limit", "stop")
     _, err = proc.communicate(timeout=RUN_TIMEOUT)
     text = err.decode(errors="replace")
-    assert proc.returncode == 1, text  # Codex's own code
-    lines = [line for line in text.splitlines() if line.startswith("dh: codex hit its usage limit")]
-    assert len(lines) == 1 and "--on-limit stop" in lines[0], text
     world, session = the_session(rig)
-    assert [e.type for e in world.events(session["id"])].count("launched") == 1
+    events = world.events(session["id"])
+    (exited,) = [e for e in events if e.type == "exited"]
+    assert exited.details["code"] not in (None, 0), exited.details
+    assert proc.returncode == exited.details["code"], text
+    lines = [line for line in text.splitlines() if line.startswith("dh:")]
+    assert len(lines) == 1, text
+    (limit,) = [e for e in events if e.type == "limit"]
+    label = limit.details["label"]  # "rate", "usage", or a plan's window: "5-hour", "weekly"
+    named = f"{label} limit" if label in ("rate", "usage") else f"limit ({label})"
+    assert lines[0].startswith(f"dh: {harness} hit its ") and named in lines[0], (text, limit.details)
+    assert "--on-limit stop" in lines[0], text
+    assert [e.type for e in events].count("launched") == 1
     assert session["state"] == "limited"
 
 
-@pytest.mark.parametrize("stop", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize(("stop", "resume"), [("SIGKILL", "at once"), ("SIGKILL", "--at-reset"),
+                                              ("SIGINT", "--at-reset")])
 @pytest.mark.harnesses("claude-code")
-@pytest.mark.version_sets("pinned")
-def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_rig, stop):
+def test_dh_killed_while_waiting_then_resumed_completes_the_turn(real_rig, stop, resume):
     """SIGKILL: dh gone with no word to the log; SIGINT: the user's Ctrl-C, which cancels
-    the wait. Either way the session is left resumable and `dh resume` finishes the turn."""
+    the wait. Either way the session is left resumable and `dh resume` finishes the turn:
+    plain, it goes on at once, before the reset dh recorded (should the window still be
+    open, the resumed dh waits out what is left of it); with --at-reset, only after it."""
     rig = real_rig(SCRIPT)
     rig.server.limit_window("anthropic", WINDOW, from_request=2, advertise=3600.0)
     proc = run_dh(rig, "claude-code", spacing=WINDOW + 10)  # the recorded reset is still ahead at the resume
@@ -214,15 +233,24 @@ def test_dh_killed_while_waiting_then_resume_at_reset_completes_the_turn(real_ri
     assert proc.wait(timeout=60) != 0
     (session,) = listed(rig)
     assert session["state"] == "interrupted", session  # its dh is gone: resumable
+    world, _ = the_session(rig)
+    (reset,) = [e.details["until"] for e in world.events(session["id"]) if e.details.get("to") == "WAITING"]
     refused_before = rig.server.refused()
-    resumed = dh("resume", session["id"], "--at-reset", env=dict(rig.env, DH_LIMIT_SPACING=str(SPACING)),
+    flags = ["--at-reset"] if resume == "--at-reset" else []
+    resumed = dh("resume", session["id"], *flags, env=dict(rig.env, DH_LIMIT_SPACING=str(SPACING)),
                  inherit=False, cwd=rig.proj, timeout=RUN_TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr
-    assert "waiting for session" in resumed.stderr and "limit to reset" in resumed.stderr
-    assert not rig.server.refused()[len(refused_before):]  # --at-reset: no probe before the reset
     check_turn_completed_once(rig)
     world, after = the_session(rig)
     assert after["state"] == "finished"
+    first_relaunch = launch_times(world, after)[1]
+    if resume == "--at-reset":
+        assert first_relaunch >= reset
+        assert "waiting for session" in resumed.stderr and "limit to reset" in resumed.stderr
+        assert not rig.server.refused()[len(refused_before):]  # no probe before the reset
+    else:
+        assert first_relaunch < reset
+        assert "waiting for session" not in resumed.stderr, resumed.stderr
 
 
 def listed(rig) -> list[dict]:
@@ -230,46 +258,79 @@ def listed(rig) -> list[dict]:
     return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
 
 
-CACHED = {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
+# What the server reports for the first call of each resumed attempt: the cache expired, so a
+# cache write for the whole context (both TTLs in the first, 1-hour writes in the second).
+CACHED = {2: {"input": 1200, "output": 7, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900},
+          3: {"input": 800, "output": 7, "cache_write_5m": 0, "cache_write_1h": 61_000, "cache_read": 300}}
 
 
 @pytest.mark.harnesses("claude-code")
 @pytest.mark.version_sets("newest")
 def test_what_a_resume_re_cached_is_shown_per_attempt_as_the_server_reported_it(real_rig):
-    """A crash, then dh's resume: the resumed attempt's first call is reply 1, which the
-    server answers with cache writes of both TTLs; `dh log show --json` gives that split and
-    its price for attempt 2, and the text view says it."""
+    """Two crashes, two resumes by dh: attempt 2's first call is reply 1, attempt 3's reply 2.
+    No real stall: the fake server reports cache writes whatever the time, so each of those
+    replies is told (its `usage`, CACHED) to report the cache as expired, a write of the whole
+    context, which stands for a stall past the cache's TTL. `dh log show --json` gives each
+    split as the server reported it and its price at the published rates; the text view, the
+    HTML export and `dh log list --json` show it, and the cost line sums the resumes."""
     r = SCRIPT["replies"]
-    rig = real_rig({"replies": [r[0], dict(r[1], delay_s=60, delay_times=1, usage=CACHED), *r[2:]]})
+    first = dict(r[0], usage={"input": 20_000, "output": 5})  # the cost line's total is more than the resumes'
+    rig = real_rig({"replies": [first, dict(r[1], delay_s=60, delay_times=1, usage=CACHED[2]),
+                                dict(r[2], delay_s=60, delay_times=1, usage=CACHED[3]), *r[3:]]})
     proc = run_dh(rig, "claude-code")
-    rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
-    while not any(b"tool_result" in rec.raw for rec in records_logged(rig)):
-        time.sleep(0.1)  # the tool's result is logged before the kill (see test_real_harnesses)
-    world, session = the_session(rig)
-    pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
-    os.killpg(pid, signal.SIGKILL)
+    crash_while_asking_for(rig, 1, b"tool_result")
+    crash_while_asking_for(rig, 2, b"toolu_001")  # the Write's result
     _, err = proc.communicate(timeout=RUN_TIMEOUT)
     assert proc.returncode == 0, err
-    shown = dh("log", "show", session["id"], "--json", env=rig.env, inherit=False, cwd=rig.proj)
-    (resume,) = json.loads(shown.stdout)["totals"]["resumes"]
-    split = {k: resume[k] for k in ("uncached", "cache_write_5m", "cache_write_1h", "cache_read")}
-    assert resume["attempt"] == 2
-    assert split == {"uncached": 1200, "cache_write_5m": 40_000, "cache_write_1h": 2_500, "cache_read": 900}
-    from dh_cli.pricing import Pricer
-    from dh_cli.tokens import Usage
-
-    priced = Pricer().cost(resume["model"], Usage(input=1200, cache_read=900, cache_write=40_000,
-                                                  cache_write_1h=2_500))
-    assert resume["usd"] == pytest.approx(priced, rel=1e-6)
+    world, session = the_session(rig)
+    shown = json.loads(dh("log", "show", session["id"], "--json", env=rig.env, inherit=False,
+                          cwd=rig.proj).stdout)
+    resumes = shown["totals"]["resumes"]
+    assert [r["attempt"] for r in resumes] == [2, 3]
+    usd = {r["attempt"]: published_price(r["model"], CACHED[r["attempt"]]) for r in resumes}
+    for r in resumes:
+        reported = CACHED[r["attempt"]]
+        assert {k: r[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read")} == \
+            {k: reported[k] for k in ("cache_write_5m", "cache_write_1h", "cache_read")}
+        assert r["uncached"] == reported["input"]
+        assert r["usd"] == pytest.approx(usd[r["attempt"]], rel=1e-6)
+    assert shown["totals"]["cost"]["resume_usd"] == pytest.approx(usd[2] + usd[3], rel=1e-6)
+    lines = {2: f"attempt 2: resume re-cached 42k tokens, ${usd[2]:.2f}",
+             3: f"attempt 3: resume re-cached 61k tokens, ${usd[3]:.2f}"}
     text = dh("log", "show", session["id"], env=rig.env, inherit=False, cwd=rig.proj).stdout
-    assert "attempt 2: resume re-cached 42k tokens" in text
+    assert lines[2] in text and lines[3] in text, text
+    (cost,) = [line for line in text.splitlines() if line.startswith("cost: ")]
+    assert cost.startswith(f"cost: ${shown['totals']['cost']['usd']:.2f} ") and \
+        f"(of it, resumes' first calls: ${usd[2] + usd[3]:.2f})" in cost, cost
+    assert shown["totals"]["cost"]["usd"] > usd[2] + usd[3] + 0.01
     page = rig.tmp / "session.html"
     exported = dh("log", "export", session["id"], "--format", "html", "-o", str(page), env=rig.env,
                   inherit=False, cwd=rig.proj)
     assert exported.returncode == 0, exported.stderr
-    assert "attempt 2: resume re-cached 42k tokens" in page.read_text()
+    html = page.read_text()
+    assert lines[2] in html and lines[3] in html
     listed_one = [s for s in listed(rig) if s["id"] == session["id"]][0]
-    assert listed_one["resume_cost"]["recached"] == 42_500
+    assert listed_one["resume_cost"]["recached"] == 42_500 + 61_000
+    assert listed_one["resume_cost"]["usd"] == pytest.approx(usd[2] + usd[3], rel=1e-6)
+
+
+def published_price(model: str, reported: dict) -> float:
+    """The input of a call the server reported, at the model's published rates."""
+    split = {part: reported[key] for part, key in (("uncached", "input"), ("cache_read", "cache_read"),
+             ("cache_write_5m", "cache_write_5m"), ("cache_write_1h", "cache_write_1h"))}
+    return input_price("anthropic", model, split)
+
+
+def crash_while_asking_for(rig, reply: int, logged: bytes) -> None:
+    """SIGKILL the harness while the server holds back its first request for `reply`, once
+    a record holding `logged` is in the log (the tool's result is logged before the kill, see
+    test_real_harnesses)."""
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == reply for e in log), timeout=RUN_TIMEOUT)
+    while not any(b"tool_result" in rec.raw and logged in rec.raw for rec in records_logged(rig)):
+        time.sleep(0.1)
+    world, session = the_session(rig)
+    pid = [e for e in world.events(session["id"]) if e.type == "launched"][-1].details["pid"]
+    os.killpg(pid, signal.SIGKILL)
 
 
 def records_logged(rig) -> list:
