@@ -73,3 +73,23 @@ def test_the_log_a_killed_opencode_left_is_checkpointed_before_it_starts_again(t
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (500,)
     conn.close()
     settle_database(tmp_path / "missing.db")  # nothing to do, no error
+
+
+def test_a_rebuilt_database_s_parts_keep_their_place_in_the_conversation():
+    """`opencode import` stamps each part it inserts with the time of the import; the
+    conversation still reads in the order the parts were first written."""
+    from dh_cli.models import Record
+    from dh_cli.wrappers import get
+
+    def row(table: str, ident: str, created: int, data: dict, **more) -> dict:
+        return {"table": table, "id": ident, "time_created": created, "time_updated": created,
+                "data": json.dumps(data), **more}
+
+    prompt = row("part", "prt_1", 100, {"type": "text", "text": "Create the files."}, message_id="msg_1")
+    rows = [row("message", "msg_1", 99, {"role": "user"}), prompt,
+            row("message", "msg_2", 200, {"role": "assistant"}),
+            row("part", "prt_2", 210, {"type": "text", "text": "Done."}, message_id="msg_2"),
+            dict(prompt, time_created=900, time_updated=900)]  # the import's version
+    records = [Record(1, 1, i, json.dumps(r).encode()) for i, r in enumerate(rows)]
+    texts = [p.text for p in get("opencode").conversation(records) if p.text]
+    assert texts == ["Create the files.", "Done."]

@@ -20,7 +20,10 @@ def row_key(row: dict) -> str:
 
 
 def latest_rows(records: list[Record]) -> list[dict]:
-    """The current version of every row, in first-seen order."""
+    """The current version of every row, in first-seen order, with the creation time its
+    first version had: `opencode import` (a rebuilt database) stamps every part it inserts
+    with the time of the import, which would put a restored turn's parts after the turns
+    that followed it."""
     rows: dict[str, dict] = {}
     for record in records:
         try:
@@ -29,8 +32,15 @@ def latest_rows(records: list[Record]) -> list[dict]:
             continue
         if isinstance(row, dict):
             key = row_key(row)
+            first = rows.get(key, {}).get("time_created")
+            if _earlier(first, row.get("time_created")):
+                row = {**row, "time_created": first}
             rows[key] = row
     return list(rows.values())
+
+
+def _earlier(first, then) -> bool:
+    return type(first) in (int, float) and type(then) in (int, float) and first < then
 
 
 def row_data(row: dict) -> dict:
