@@ -29,6 +29,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--tui-share", type=float, default=0.25)
     ap.add_argument("--out", type=Path, help="JSON lines, one per case")
     ap.add_argument("--root", type=Path, help="where cases run (kept when one fails)")
+    ap.add_argument("--only", type=int, action="append", help="run only the case of this index")
     return ap.parse_args(argv)
 
 
@@ -69,6 +70,7 @@ def table(results: list[dict]) -> str:
 def soak(args: argparse.Namespace) -> list[dict]:
     chosen = args.harness or default_harnesses(args.version_set)
     cases = draw_cases(args.seed, chosen, args.version_set, args.kills, args.tui_share)
+    cases = [c for c in cases if args.only is None or c.index in args.only]
     root = args.root or Path(tempfile.mkdtemp(prefix="dh-soak-"))
     results = []
     with ProcessPoolExecutor(args.jobs) as pool:

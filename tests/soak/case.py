@@ -29,7 +29,7 @@ from .tui_driver import TuiSession
 
 PROMPT = "Create the files."
 FINAL = "All done."
-CASE_TIMEOUT = 300.0
+MOMENT_TIMEOUT = 120.0
 
 
 def script(delays: list[float]) -> dict:
@@ -104,7 +104,8 @@ class Runner:
         model server's log (without the request bodies)."""
         log = [{k: v for k, v in e.items() if k != "body"} for e in self.rig.server.log]
         (self.tmp / "soak-case.json").write_text(json.dumps({
-            **outcome.to_dict(), "snapshots": [vars(s) | {"kept": sorted(s.kept)} for s in self.snapshots],
+            **outcome.to_dict(), "snapshots": [vars(s) | {"kept": sorted(s.kept), "in_flight": sorted(s.in_flight)}
+                          for s in self.snapshots],
             "server_log": log}, indent=1, default=str))
 
     def _start(self) -> None:
@@ -128,11 +129,14 @@ class Runner:
 
     def _wait_for_moment(self, kill: Kill) -> bool:
         """Wait for the kill's moment; False if dh ended (the turn is done) before it."""
-        deadline = time.monotonic() + CASE_TIMEOUT
+        deadline = time.monotonic() + MOMENT_TIMEOUT
         wanted = self.attempt_requests + kill.after_requests
         while len(self.rig.server.main_requests()) < wanted or not self._harness_pid():
-            if self._turn_done() or time.monotonic() > deadline:
+            if self._turn_done():
                 return False
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no harness running, or no model request, in "
+                                     f"{MOMENT_TIMEOUT:.0f} s, while dh still ran")
             self._idle(0.02)
         end = time.monotonic() + kill.offset_s
         while time.monotonic() < end:

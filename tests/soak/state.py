@@ -41,10 +41,21 @@ def markers(index: int) -> tuple[bytes, ...]:
 class Snapshot:
     kept: set[int]  # reply indexes whose answer was in the state
     delivered: dict[int, int]  # reply index -> completed deliveries so far
+    in_flight: set[int]  # replies asked for and still being answered when the kill came
 
     def lost(self) -> set[int]:
-        """Delivered, yet not in the state: the harness (or the lost home) dropped it."""
-        return {i for i, n in self.delivered.items() if n and i not in self.kept}
+        """Delivered, yet not in the state: the harness (or the lost home) dropped it; or
+        still on its way, to a harness that was gone (the server may finish writing a reply
+        into a dead connection's socket buffer, and count it delivered)."""
+        return {i for i, n in self.delivered.items() if n and i not in self.kept} | \
+            (self.in_flight - self.kept)
+
+
+def in_flight(server) -> set[int]:
+    log = server.log
+    ended = {e["seq"] for e in log if e["event"] != "request"}
+    return {e["reply_index"] for e in log if e["event"] == "request" and e["kind"] == "main"
+            and e["reply_index"] is not None and e["seq"] not in ended}
 
 
 def _kept_in(data: bytes) -> set[int]:
@@ -52,8 +63,8 @@ def _kept_in(data: bytes) -> set[int]:
 
 
 def native(rig, harness: str, server) -> Snapshot:
-    delivered = server.completed_counts()
-    return Snapshot(_kept_in(native_bytes(rig.tmp, harness)), delivered)
+    delivered, flying = server.completed_counts(), in_flight(server)
+    return Snapshot(_kept_in(native_bytes(rig.tmp, harness)), delivered, flying)
 
 
 def native_bytes(home: Path, harness: str) -> bytes:
@@ -87,7 +98,7 @@ def logged(rig, server) -> Snapshot:
         data = b"".join(r.raw or b"" for s in world.list_sessions() for r in world.records(s["id"]))
     finally:
         world.close()
-    return Snapshot(_kept_in(data), server.completed_counts())
+    return Snapshot(_kept_in(data), server.completed_counts(), in_flight(server))
 
 
 def lose_the_home(rig, harness: str) -> None:

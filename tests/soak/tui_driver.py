@@ -54,7 +54,10 @@ class TuiSession:
         self.tui.close()
 
     def resume(self, session: str) -> "TuiSession":
-        return TuiSession(self.rig, self.harness, self.version_set, command=["resume", session])
+        """At a terminal dh asks whether to restore the folder to the session's last
+        snapshot; the files are as the cut turn's tools left them, so the answer is keep."""
+        return TuiSession(self.rig, self.harness, self.version_set,
+                          command=["resume", session, "--workspace", "keep"])
 
     def finish(self, final: str) -> list[str]:
         """Wait for the final answer on screen and in the log, then quit the TUI its own way."""
