@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -54,11 +55,70 @@ def check_exports(db: Path, env: dict, session_id: str) -> None:
     """The HTML export and the OTLP trace show the one turn, the crash inside it."""
     page = db.parent / "session.html"
     assert dh("log", "export", session_id, "--format", "html", "-o", str(page), env=env).returncode == 0
-    html = page.read_text()
-    assert html.count('id="turn-') == 1 and "crash" in html
+    check_html_turn(page.read_text())
     otlp = dh("log", "export", session_id, "--format", "otlp", env=env).stdout
-    spans = [span for line in otlp.splitlines() for rs in json.loads(line).get("resourceSpans", [])
-             for scope in rs["scopeSpans"] for span in scope["spans"]]
+    check_trace_turn([span for line in otlp.splitlines()
+                      for rs in json.loads(line).get("resourceSpans", [])
+                      for scope in rs["scopeSpans"] for span in scope["spans"]])
+
+
+class _Trace(HTMLParser):
+    """The trace's rows in page order, each as (its classes, the ids of the elements around
+    it): what a reader sees inside which turn."""
+
+    VOID = {"meta", "br", "img", "hr", "input", "link", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.open: list[tuple[str, str]] = []
+        self.rows: list[tuple[set, list[str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        a = dict(attrs)
+        self.rows.append((set((a.get("class") or "").split()), [i for _, i in self.open if i]))
+        self.open.append((tag, a.get("id") or ""))
+
+    def handle_endtag(self, tag):
+        while self.open and self.open.pop()[0] != tag:
+            pass
+
+
+def _row_kind(classes: set) -> str | None:
+    if {"span", "model"} <= classes:
+        return "model call"
+    return next((k for k in ("crash", "resume") if {"cut", k} <= classes), None)
+
+
+def check_html_turn(html: str) -> None:
+    """One turn section; the page's only crash mark inside it, after a model call of that
+    turn and before the resume (the attempts bar above the trace has its own marks)."""
+    parser = _Trace()
+    parser.feed(html)
+    sections = [ids for classes, ids in parser.rows if "turn" in classes]
+    assert len(sections) == 1, sections
+    rows = [(_row_kind(classes), ids) for classes, ids in parser.rows if _row_kind(classes)]
+    crashes = [ids for kind, ids in rows if kind == "crash"]
+    assert len(crashes) == 1 and "turn-1" in crashes[0], f"crash marks in {crashes}, not in turn-1"
+    inside = [kind for kind, ids in rows if "turn-1" in ids]
+    at = inside.index("crash")
+    assert "model call" in inside[:at] and "resume" in inside[at + 1:], inside
+
+
+def check_trace_turn(spans: list[dict]) -> None:
+    """One turn span; the crash a span inside it (and an event on it), after a model call of
+    the turn began and before the resume (an attempt span's `outcome: crashed` is no mark)."""
     turns = [span for span in spans if " turn " in span["name"]]
     assert len(turns) == 1, [span["name"] for span in spans]
-    assert any("crash" in json.dumps(span) for span in spans)
+    turn = turns[0]
+    named = {prefix: [s for s in spans if s["name"].startswith(prefix)]
+             for prefix in ("dh crash", "dh resumed", "chat ")}
+    (crash,), (resume,) = named["dh crash"], named["dh resumed"]
+    assert crash["parentSpanId"] == turn["spanId"] == resume["parentSpanId"], (crash, resume, turn)
+    at = int(crash["startTimeUnixNano"])
+    assert any(s["parentSpanId"] == turn["spanId"] and int(s["startTimeUnixNano"]) <= at
+               for s in named["chat "]), "a model call of the turn before the crash"
+    assert at <= int(resume["startTimeUnixNano"]), "the crash after the resume"
+    events = [e["name"] for e in turn.get("events", [])]
+    assert "dh.crash" in events and events.index("dh.crash") < events.index("dh.resume"), events
