@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.logviews.render import money
 from tests.rig import dh
 
 
@@ -30,13 +31,8 @@ def check_resumed_log(db: Path, env: dict | None = None) -> None:
             and not i.get("synthetic")][:1], "the user's prompt opens the turn"
     crash_at = kinds.index("crash")
     assert kinds.index("resume") > crash_at
-    before = [i for i in items[:crash_at] if i["type"] == "model_call"]
-    assert before, "a model call finished before the kill"
-    priced = [i["cost_usd"] for i in before if i["cost_usd"] is not None]
-    cost = shown["totals"]["cost"]
-    assert cost["crashes"] == 1
-    assert (cost["saved_usd"] or 0) == pytest.approx(sum(priced), abs=1e-6)
-    assert (items[crash_at]["saved_usd"] or 0) == pytest.approx(sum(priced), abs=1e-6)
+    assert "model_call" in kinds[:crash_at], "a model call finished before the kill"
+    check_saved(db, env, listed[0]["id"], shown["totals"]["cost"], items[crash_at])
     check_exports(db, env, listed[0]["id"])
     with sqlite3.connect(db) as conn:
         # the price a plain query of the log reads, written by the mirror as the calls came
@@ -45,10 +41,52 @@ def check_resumed_log(db: Path, env: dict | None = None) -> None:
                              " (SELECT MIN(id) FROM sources)").fetchall()
         attempts = conn.execute("SELECT attempt, outcome, calls_kept, turn FROM attempts"
                                 " ORDER BY attempt").fetchall()
-    assert priced == (None if cost["usd"] is None else pytest.approx(cost["usd"], abs=1e-6))
+    total = shown["totals"]["cost"]["usd"]
+    assert priced == (None if total is None else pytest.approx(total, abs=1e-6))
     assert turns == [(1, 1, 1)], turns
     assert [a[3] for a in attempts] == [1, 1], attempts
     assert attempts[0][1] in ("crashed", "hung") and attempts[1][2] is not None  # a resume plan
+
+
+def check_saved(db: Path, env: dict, session_id: str, cost: dict, crash: dict) -> None:
+    """What resuming saved is the price of the calls kept, figured apart from the view; for a
+    model the price table does not know, unknown ("-"), never $0.00."""
+    kept = kept_calls_price(db, crash["at"])
+    assert cost["crashes"] == 1
+    expected = None if kept is None else pytest.approx(kept, abs=1e-9)
+    assert cost["saved_usd"] == expected and crash["saved_usd"] == expected, (cost, crash, kept)
+    text = dh("log", "show", session_id, "--no-pager", env=env).stdout
+    said = "-" if kept is None else money(kept)
+    assert f"re-billing after 1 crash(es): {said}\n" in text, text
+
+
+def kept_calls_price(db: Path, crash_at: str) -> float | None:
+    """The price of the main conversation's calls logged before the crash, from the tokens
+    the log holds priced by genai-prices itself, and checked against the price the mirror
+    wrote beside each call as it came; None when a call's model has no price."""
+    with sqlite3.connect(db) as conn:
+        calls = conn.execute(
+            "SELECT model, tokens_prompt, tokens_cache_read, tokens_cache_write,"
+            " tokens_cache_write_1h, tokens_out, tokens_reasoning, price_usd FROM model_calls"
+            " WHERE source_id = (SELECT MIN(id) FROM sources) AND at < ?", [crash_at]).fetchall()
+    assert calls, f"no call logged before the crash at {crash_at}"
+    prices = [_genai_price(*call[:7]) for call in calls]
+    assert [p is None for p in prices] == [call[7] is None for call in calls], (prices, calls)
+    if None in prices:
+        return None
+    assert sum(call[7] for call in calls) == pytest.approx(sum(prices), abs=1e-9)
+    return sum(prices)
+
+
+def _genai_price(model, prompt, read, write_5m, write_1h, out, reasoning) -> float | None:
+    from genai_prices import Usage, calc_price
+
+    usage = Usage(input_tokens=prompt, cache_read_tokens=read, cache_write_tokens=write_5m + write_1h,
+                  cache_write_1h_tokens=write_1h, output_tokens=out, output_reasoning_tokens=reasoning)
+    try:
+        return float(calc_price(usage, model_ref=model).total_price)
+    except LookupError:
+        return None
 
 
 def check_exports(db: Path, env: dict, session_id: str) -> None:

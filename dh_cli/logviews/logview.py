@@ -59,8 +59,10 @@ class _Builder:
                  pricer: Pricer | None = None):
         self.wrapper, self.label, self.turn, self.items = wrapper, label, turn, deque()
         self.pricer = pricer or Pricer()
-        self.spent = 0.0  # what this turn's calls so far cost: what a restart would bill again
-        self.saved = 0.0  # what dh kept from being billed twice, summed over the crashes
+        # what this turn's calls so far cost, what a restart would bill again: None once one
+        # is of a model the price table does not know (0 would claim nothing was kept)
+        self.spent: float | None = 0.0
+        self.saved: float | None = 0.0  # what dh kept from being billed twice, over the crashes
         self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
         self.calls: dict[str, dict] = {}  # call id -> its item, until its result arrives
         self.roles: dict[str, str] = {}
@@ -137,8 +139,10 @@ class _Builder:
     def _mark_resume(self, p: Parsed) -> None:
         """The turn stopped here: the crash dh saw (if it saw one), then the resume."""
         crash = self.crashes.popleft() if self.crashes else None
-        kept = round(self.spent, 6) if crash else None  # dh resumed it: no finished call re-billed
-        self.saved += kept or 0.0
+        kept = None  # dh resumed it: no finished call re-billed
+        if crash:
+            kept = None if self.spent is None else round(self.spent, 6)
+            self.saved = None if kept is None or self.saved is None else self.saved + kept
         self._emit("crash", p, text=crash["label"] if crash else "cut off (the harness stopped here)",
                    at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None,
                    saved_usd=kept)
@@ -154,7 +158,9 @@ class _Builder:
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
         cost = self.pricer.cost(p.model, usage)
-        self.spent += cost or 0.0
+        if self.spent is not None:
+            known = cost is not None or self.pricer.known(p.model)
+            self.spent = self.spent + (cost or 0.0) if known else None
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
                    stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
 
@@ -188,7 +194,7 @@ def stream_items(world, session: Session, full: bool = False,
     wrapper, pricer = get_wrapper(session.harness), Pricer()
     events = events if events is not None else [asdict(e) for e in world.events(session.id)]
     crashes = crash_marks(events)
-    saved = 0.0
+    saved: float | None = 0.0
     for index, source in enumerate(world.sources(session.id)):
         if only is not None and not only(source.relpath):
             continue
@@ -197,9 +203,9 @@ def stream_items(world, session: Session, full: bool = False,
             builder.add(p)
             yield from builder.ready()
         yield from builder.rest()
-        saved += builder.saved
+        saved = None if saved is None or builder.saved is None else saved + builder.saved
     if savings is not None:
-        savings["saved_usd"] = round(saved, 6)
+        savings["saved_usd"] = None if saved is None else round(saved, 6)
         savings["crashes"] = len(crashes)
 
 
