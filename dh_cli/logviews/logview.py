@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from ..models import Parsed, Session
+from ..output import clip_words
 from ..pricing import Pricer, session_cost
 from ..stores import store_of
+from ..util import iso_time
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .resumecost import resume_costs, resume_total
@@ -44,8 +46,7 @@ class SessionView:
 
 def _short(value, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_words(text, limit)
 
 
 def crash_marks(events: list[dict]) -> list[dict]:
@@ -93,7 +94,7 @@ class _Builder:
             if call is not None:
                 call["status"] = "error" if result.is_error else "ok"
                 call["result"] = self._short(result.text)
-                call["ended_at"] = p.ts
+                call["ended_at"] = iso_time(p.ts)
         if p.kind == "compaction":
             self._emit("compaction", p, text=self._short(p.text))
         if not p.synthetic:  # a harness's own rows around a resume do not finish the cut turn
@@ -146,13 +147,13 @@ class _Builder:
         self._emit("crash", p, text=crash["label"] if crash else "cut off (the harness stopped here)",
                    at=crash["at"] if crash else None, attempt=crash["attempt"] if crash else None,
                    saved_usd=kept)
-        self._emit("resume", p, text="resumed", at=p.ts)
+        self._emit("resume", p, text="resumed", at=iso_time(p.ts))
 
     def _emit(self, type_: str, p: Parsed, **extra) -> dict:
         item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic,
                 **extra}
         if "at" not in item:
-            item["at"] = p.ts
+            item["at"] = iso_time(p.ts)
         self.items.append(item)
         return item
 
@@ -169,7 +170,7 @@ class _Builder:
             return
         item = {"type": "tool_call", "turn": self.turn, "source": self.label, "tool": call.name,
                 "call_id": call.id, "input": self._short(call.input), "status": "dangling",
-                "at": p.ts}
+                "at": iso_time(p.ts)}
         if self.full:
             item["args"] = call.input  # as the harness wrote it, for a readable rendering
         self.items.append(item)
