@@ -28,7 +28,7 @@ def _exited(d: dict) -> str:
     line = f"harness {how} after {d.get('ran_for', 0):.1f} s"
     for tool in d.get("tools") or []:
         if tool.get("finished"):
-            code = tool.get("exit_code")  # None: it was not dh's child, its status unknowable
+            code = tool.get("exit_code")  # None: reaped by its parent before dh read its status
             fate = "finished on its own" + (f" (exit {code})" if code is not None else "")
         elif tool.get("killed_by"):
             fate = f"stopped with the harness ({_signal_name(tool['killed_by'])})"
