@@ -80,9 +80,11 @@ SUMMARIES = {
                               f"call(s) kept)") if d.get("mode") == "resume"
                              else f"relaunching the original command ({d.get('why')})",
     "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({_joined(d.get('tool'), d.get('replay') and 'replay ' + str(d['replay']))})",
-    "repaired": lambda d: f"told the model about {d.get('call_id')}: {clip_words(str(d.get('text', '')), 100)}",
+    "repaired": lambda d: (f"told the model about {d.get('call_id')}: "
+                           f"{clip_words(str(d.get('text', '')), 100)}"),
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
-    "unlogged_tool": lambda d: f"a command ran with no call in the session: {clip_words(str(d.get('command', '')), 80)}",
+    "unlogged_tool": lambda d: ("a command ran with no call in the session: "
+                                f"{clip_words(str(d.get('command', '')), 80)}"),
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),

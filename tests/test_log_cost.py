@@ -121,7 +121,8 @@ def test_codex_sessions_and_the_log_view_agree_with_ccusage(tmp_path, run_dh):
     assert row["usd"] == pytest.approx(theirs["costUSD"], rel=1e-6) and row["usd"] > 0
     shown = json.loads(run_dh("log", "show", row["session"], "--json").stdout)
     calls = [i for i in shown["items"] if i["type"] == "model_call"]
-    summed = {kind: sum(c["tokens"][kind] for c in calls) for kind in ("input", "cache_read", "output", "reasoning")}
+    summed = {kind: sum(c["tokens"][kind] for c in calls)
+              for kind in ("input", "cache_read", "output", "reasoning")}
     same_codex_tokens(summed, theirs)
     same_codex_tokens(shown["totals"], theirs)
     assert all(c["tokens"]["cache_read"] > 0 and c["tokens"]["reasoning"] > 0 for c in calls), calls
