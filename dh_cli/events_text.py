@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 
+from .output import clip_words
+
 
 def _signal_name(number) -> str:
     try:
@@ -26,12 +28,13 @@ def _exited(d: dict) -> str:
     line = f"harness {how} after {d.get('ran_for', 0):.1f} s"
     for tool in d.get("tools") or []:
         if tool.get("finished"):
-            fate = f"finished on its own (exit {tool.get('exit_code')})"
+            code = tool.get("exit_code")  # None: reaped by its parent before dh read its status
+            fate = "finished on its own" + (f" (exit {code})" if code is not None else "")
         elif tool.get("killed_by"):
             fate = f"stopped with the harness ({_signal_name(tool['killed_by'])})"
         else:
             fate = "ended by dh"
-        line += f"; tool command `{tool.get('command', '')[:80]}` {fate}"
+        line += f"; tool command `{clip_words(str(tool.get('command', '')), 80)}` {fate}"
     return line
 
 
@@ -57,8 +60,7 @@ def _limit(d: dict) -> str:
 
 
 def _short_argv(argv) -> str:
-    text = " ".join(str(a) for a in (argv or []))
-    return text if len(text) <= 120 else text[:119] + "…"
+    return clip_words(" ".join(str(a) for a in (argv or [])), 120)
 
 
 SUMMARIES = {
@@ -78,9 +80,11 @@ SUMMARIES = {
                               f"call(s) kept)") if d.get("mode") == "resume"
                              else f"relaunching the original command ({d.get('why')})",
     "repair": lambda d: f"closing cut-off call {d.get('call_id')} ({_joined(d.get('tool'), d.get('replay') and 'replay ' + str(d['replay']))})",
-    "repaired": lambda d: f"told the model about {d.get('call_id')}: {d.get('text', '')[:100]}",
+    "repaired": lambda d: (f"told the model about {d.get('call_id')}: "
+                           f"{clip_words(str(d.get('text', '')), 100)}"),
     "repair_skipped": lambda d: f"left {d.get('call_id')} as it is ({d.get('why')})",
-    "unlogged_tool": lambda d: f"a command ran with no call in the session: {str(d.get('command', ''))[:80]}",
+    "unlogged_tool": lambda d: ("a command ran with no call in the session: "
+                                f"{clip_words(str(d.get('command', '')), 80)}"),
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),

@@ -173,6 +173,17 @@ def pager(wanted: bool = True):
         proc.wait()
 
 
+def clip_words(text: str, room: int) -> str:
+    """text in at most `room` columns, cut after a whole word (a single word longer than the
+    room is cut where it must be)."""
+    text = " ".join(text.split())
+    if len(text) <= room:
+        return text
+    head = text[:room - 1]
+    cut = head.rfind(" ")
+    return (head[:cut].rstrip(" ,;:") if cut > 0 else head) + "…"
+
+
 def fitted(text: str, width: int | None) -> str:
     """text wrapped at words to `width` columns (None: as it is), each continuation indented
     under the line's own indent plus four."""

@@ -16,6 +16,19 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def iso_time(ts):
+    """A record's time as the log shows every time (ISO 8601 UTC to the millisecond, as
+    Claude Code, Codex and Pi write theirs): OpenCode's epoch milliseconds converted, any
+    other value as it is."""
+    if not (isinstance(ts, int) or (isinstance(ts, str) and ts.isdigit())):
+        return ts
+    try:
+        when = _dt.datetime.fromtimestamp(int(ts) / 1000, _dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ts
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def new_session_id() -> str:
     """A short, time-sortable id: 9 base32 chars of milliseconds, 5 random."""
     ms = int(time.time() * 1000)

@@ -5,12 +5,14 @@ import html
 import json
 import re
 import shutil
+import sqlite3
 import stat
 
 import pytest
 
 from tests.require import skip_if_missing
 
+from dh_cli.logviews.render import money
 from dh_cli.logviews.timeline import timeline
 from dh_cli.worlds.local import LocalWorld
 
@@ -103,13 +105,20 @@ def test_html_trace_renders_in_a_headless_browser_with_the_crash_inside_the_turn
     order = re.findall(r'class="span (model|tool)|data-mark="(crash|resume)"', body)
     order = [a or b for a, b in order]
     assert order == ["model", "tool", "crash", "resume", "model", "tool", "model", "tool", "model"]
-    assert "✗ crash: SIGKILL (attempt 1 — $0.0002 of finished calls kept)" in body.replace("</div>", "")\
-        or "crash: SIGKILL" in body
+    kept = _first_call_price()  # the one model call drawn before the crash (order above)
+    assert kept > 0 and f">✗ crash: SIGKILL (attempt 1) — {money(kept)} of finished calls kept</div>" in body
     assert '<div class="msg user md"><p>Create the files.</p>\n</div>' in dom
     assert dom.count('<details class="tool"') == 3
     commands = re.findall(r'<pre class="command hl">(.*?)</pre>', dom, re.S)
     assert html.unescape(re.sub("<[^>]+>", "", commands[0])) == "$ echo step0 >> steps.log"
     assert re.search(r'class="span model".*?<span class="dur">\d+ ms</span>', dom, re.S)  # durations
+
+
+def _first_call_price() -> float:
+    """The price the mirror logged beside the main conversation's first model call."""
+    with sqlite3.connect(LocalWorld().path) as conn:
+        return conn.execute("SELECT price_usd FROM model_calls WHERE source_id ="
+                            " (SELECT MIN(id) FROM sources) ORDER BY offset LIMIT 1").fetchone()[0]
 
 
 @skip_if_missing(not CHROMIUM, "chromium is not installed (.ci/run installs it with apt-get)")

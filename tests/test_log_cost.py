@@ -77,11 +77,24 @@ def test_claude_days_and_sessions_agree_with_ccusage(tmp_path, run_dh, tz):
     assert streamed["tokens"]["output"] == 502 and streamed["tokens"]["cache_write_1h"] == 2000
 
 
-@needs_ccusage
-def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
+def codex_home(tmp_path: Path, run_dh) -> Path:
+    """The real `basic` Codex session, its calls given cached input and reasoning, imported."""
     home = fixture_home("codex", "basic", tmp_path)
     codex_with_cache_and_reasoning(home)
     assert run_dh("import", "codex", "--all", "--home", str(home)).exit_code == 0
+    return home
+
+
+def same_codex_tokens(tokens: dict, theirs: dict) -> None:
+    """ccusage's Codex input is the uncached part, as dh's; reasoning is inside the output."""
+    assert (tokens["input"], tokens["cache_read"], tokens["output"], tokens["reasoning"]) == (
+        theirs["inputTokens"], theirs["cacheReadTokens"], theirs["outputTokens"],
+        theirs["reasoningOutputTokens"])
+
+
+@needs_ccusage
+def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
+    home = codex_home(tmp_path, run_dh)
     theirs = ccusage("codex", "daily", {"CODEX_HOME": str(home)}, "UTC")
     (day,) = theirs["daily"]
     (row,) = dh_cost(run_dh, "--tz", "UTC")["rows"]
@@ -93,6 +106,27 @@ def test_codex_cached_input_and_reasoning_agree_with_ccusage(tmp_path, run_dh):
     assert listed["tokens"]["input"] + listed["tokens"]["cache_read"] + listed["tokens"]["output"] \
         == day["totalTokens"] == 12_200
     assert "12.2k" in run_dh("log", "list").stdout.split()  # TOKENS: 20.2k with the cache counted twice
+
+
+@needs_ccusage
+def test_codex_sessions_and_the_log_view_agree_with_ccusage(tmp_path, run_dh):
+    """ccusage's session report, and the calls `dh log show --json` lists one by one: the
+    cached input counted once (as cache reads, not again as input) and the reasoning shown."""
+    home = codex_home(tmp_path, run_dh)
+    (theirs,) = ccusage("codex", "session", {"CODEX_HOME": str(home)}, "UTC")["sessions"]
+    (row,) = dh_cost(run_dh, "--by", "session")["rows"]
+    assert theirs["sessionId"].endswith(row["native_id"]), (theirs["sessionId"], row)
+    same_codex_tokens(row["tokens"], theirs)
+    assert row["tokens"]["total"] == theirs["totalTokens"] == 12_200
+    assert row["usd"] == pytest.approx(theirs["costUSD"], rel=1e-6) and row["usd"] > 0
+    shown = json.loads(run_dh("log", "show", row["session"], "--json").stdout)
+    calls = [i for i in shown["items"] if i["type"] == "model_call"]
+    summed = {kind: sum(c["tokens"][kind] for c in calls)
+              for kind in ("input", "cache_read", "output", "reasoning")}
+    same_codex_tokens(summed, theirs)
+    same_codex_tokens(shown["totals"], theirs)
+    assert all(c["tokens"]["cache_read"] > 0 and c["tokens"]["reasoning"] > 0 for c in calls), calls
+    assert sum(c["cost_usd"] for c in calls) == pytest.approx(theirs["costUSD"], rel=1e-6)
 
 
 @needs_ccusage

@@ -6,6 +6,8 @@ log was written by the dh of its capture and is read here through every later mi
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from dh_cli.workspace.watch import RecordFollower
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get as get_wrapper
 from tests.resumed import check_resumed_log
+from tests.rig import dh
 
 CAPTURED = sorted((Path(__file__).parent / "fixtures" / "resumed").glob("*.db"))
 
@@ -40,3 +43,17 @@ def test_the_workspace_snapshots_count_the_resumed_turn_once(captured, tmp_path)
     follower = RecordFollower(world, get_wrapper(session["harness"]), session["id"], {})
     follower.steps()
     assert follower.turn == 1
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_log_show_names_the_turn_each_snapshot_stands_in(captured, tmp_path):
+    """These logs were captured by a dh whose snapshot thread counted the resumed turn
+    again (snapshots stored as turn 2, OpenCode's as 2 and 5): `dh log show` names the turn
+    of the log each mark stands in, never one the log does not have."""
+    shutil.copy(captured, tmp_path / "dh.db")
+    env = {"DH_HOME": str(tmp_path)}
+    (session,) = json.loads(dh("log", "list", "--json", env=env).stdout)
+    text = dh("log", "show", session["id"], "--no-pager", env=env).stdout
+    snaps = json.loads(dh("log", "show", session["id"], "--json", env=env).stdout)["workspace"]
+    marks = re.findall(r"⧉ workspace snapshot \d+: (turn \d+|before the first turn)", text)
+    assert len(marks) == len(snaps) > 0 and set(marks) == {"turn 1"}, text

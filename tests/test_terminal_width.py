@@ -111,6 +111,42 @@ def test_the_view_fits_80_columns_and_wraps_at_words(view, crashed, tmp_path):
         assert "…" not in shown
 
 
+RESUMED = sorted((ROOT / "tests" / "fixtures" / "resumed").glob("*.db"))
+EPOCH_MS = r"(?<![\w.-])1\d{12}(?![\w.-])"  # a raw time in milliseconds (OpenCode's)
+
+
+@skip_if_missing(TMUX is None, "tmux is not installed (.ci/run installs it with apt-get)")
+@pytest.mark.parametrize("captured", RESUMED, ids=[p.stem for p in RESUMED])
+def test_a_resumed_session_shown_whole_at_80_columns(captured, dh_home, tmp_path):
+    """`dh log show --no-pager` of each captured killed-and-resumed session, every line of
+    it (the scrollback too): fitted by dh, wrapped at words, no Python None, no raw epoch
+    milliseconds, and every clip ('…') made after a whole word of the log."""
+    dh_home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(captured, dh_home / "dh.db")
+    sid = json.loads(_dh("log", "list", "--json"))[0]["id"]
+    terminal = Terminal(tmp_path)
+    try:
+        shown, joined = terminal.show(["log", "show", sid, "--no-pager"], 80, 24)
+        wide, _ = terminal.show(["log", "show", sid, "--no-pager"], 300, 200)
+    finally:
+        terminal.close()
+    assert "last turn: complete" in shown, shown  # the whole view, not a first screen
+    assert _lines(shown) == _lines(joined), "a line longer than 80 columns: the terminal wrapped it"
+    assert not _words(shown) - _words(wide), f"words cut at 80 columns\n{shown}"
+    for pattern in NOT_DH + [EPOCH_MS]:
+        assert not re.search(pattern, shown), (pattern, shown)
+    logged = set(re.split(r"[\s\"]+|(?<=/)", _dh("log", "show", sid, "--json")))
+    clipped = [w for w in re.split(r"\s+|(?<=/)", shown) if w.endswith("…") and w[:-1] not in logged]
+    assert not clipped, f"words clipped inside: {clipped}"
+
+
+def _dh(*argv: str) -> str:
+    done = subprocess.run(["python", "-m", "dh_cli", *argv], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_doctor_writes_modes_as_chmod_does(run_dh, crashed):
     (check,) = [c for c in json.loads(run_dh("doctor", "--json").stdout) if c["name"] == "log privacy"]
     assert check["message"].endswith(" is 0600 in a 0700 folder")

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from ..models import Parsed, Session
+from ..output import clip_words
 from ..pricing import Pricer, session_cost
 from ..stores import store_of
+from ..util import iso_time
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .resumecost import resume_costs, resume_total
@@ -44,8 +46,7 @@ class SessionView:
 
 def _short(value, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_words(text, limit)
 
 
 def _before(at: str | None, ts) -> bool:
@@ -78,8 +79,10 @@ class _Builder:
                  pricer: Pricer | None = None):
         self.wrapper, self.label, self.turn, self.items = wrapper, label, turn, deque()
         self.pricer = pricer or Pricer()
-        self.spent = 0.0  # what this turn's calls so far cost: what a restart would bill again
-        self.saved = 0.0  # what dh kept from being billed twice, summed over the crashes
+        # what this turn's calls so far cost, what a restart would bill again: None once one
+        # is of a model the price table does not know (0 would claim nothing was kept)
+        self.spent: float | None = 0.0
+        self.saved: float | None = 0.0  # what dh kept from being billed twice, over the crashes
         self.full = full  # keep whole texts and tool inputs (exports), not one-line summaries
         self.calls: dict[str, dict] = {}  # call id -> its item, until its result arrives
         self.roles: dict[str, str] = {}
@@ -110,7 +113,7 @@ class _Builder:
             if call is not None:
                 call["status"] = "error" if result.is_error else "ok"
                 call["result"] = self._short(result.text)
-                call["ended_at"] = p.ts
+                call["ended_at"] = iso_time(p.ts)
         if p.kind == "compaction":
             self._emit("compaction", p, text=self._short(p.text))
         if not p.synthetic:  # a harness's own rows around a resume do not finish the cut turn
@@ -125,7 +128,7 @@ class _Builder:
         """The held items, then any crash no resume followed: a harness killed after its
         final answer, or one the session has not been resumed from yet."""
         while self.crashes and self.turn:
-            self._emit_crash(self.crashes.popleft(), None)
+            self._emit_crash(self.crashes.popleft())
         while self.items:
             yield self.items.popleft()
 
@@ -151,13 +154,13 @@ class _Builder:
         else:
             due = self._due(p.ts)  # crashes since the last record: the last turn's end
             for crash in due if self.turn else ():
-                self._emit_crash(crash, None)
+                self._emit_crash(crash)
             self.turn += 1
             self.current.clear()
             self.spent = 0.0
             self._emit("prompt", p, text=self._short(p.text, 400))
             for crash in () if self.turn > 1 else due:  # the first launch died before the
-                self._emit_crash(crash, None)  # harness wrote the prompt down
+                self._emit_crash(crash)  # harness wrote the prompt down
             return
         self._emit("prompt", p, text=self._short(p.text, 400))
 
@@ -171,9 +174,9 @@ class _Builder:
         if not crashes:
             self._emit("crash", p, text="cut off (the harness stopped here)", at=None,
                        attempt=None, saved_usd=None)
-        for crash in crashes:
-            self._emit_crash(crash, round(self.spent, 6))  # each relaunch kept the finished calls
-        self._emit("resume", p, text="resumed", at=p.ts)
+        for crash in crashes:  # each relaunch kept the finished calls: none re-billed
+            self._emit_crash(crash, relaunched=True)
+        self._emit("resume", p, text="resumed", at=iso_time(p.ts))
 
     def _due(self, ts: str | None) -> list[dict]:
         """The crashes dh saw before this record was written (by their times)."""
@@ -182,8 +185,13 @@ class _Builder:
             due.append(self.crashes.popleft())
         return due
 
-    def _emit_crash(self, crash: dict, kept: float | None) -> None:
-        self.saved += kept or 0.0
+    def _emit_crash(self, crash: dict, relaunched: bool = False) -> None:
+        """kept: what the relaunch after it did not bill again (None: nothing was relaunched,
+        or a kept call has no price)."""
+        kept = None
+        if relaunched:
+            kept = None if self.spent is None else round(self.spent, 6)
+            self.saved = None if kept is None or self.saved is None else self.saved + kept
         self.items.append({"type": "crash", "turn": self.turn, "source": self.label,
                            "synthetic": False, "text": crash["label"], "at": crash["at"],
                            "attempt": crash["attempt"], "saved_usd": kept})
@@ -192,13 +200,15 @@ class _Builder:
         item = {"type": type_, "turn": self.turn, "source": self.label, "synthetic": p.synthetic,
                 **extra}
         if "at" not in item:
-            item["at"] = p.ts
+            item["at"] = iso_time(p.ts)
         self.items.append(item)
         return item
 
     def _model_call(self, p: Parsed, usage: dict | None) -> None:
         cost = self.pricer.cost(p.model, usage)
-        self.spent += cost or 0.0
+        if self.spent is not None:
+            known = cost is not None or self.pricer.known(p.model)
+            self.spent = self.spent + (cost or 0.0) if known else None
         self._emit("model_call", p, model=p.model, msg_id=p.msg_id,
                    stop_reason=p.stop_reason, tokens=usage, cost_usd=cost)
 
@@ -207,7 +217,7 @@ class _Builder:
             return
         item = {"type": "tool_call", "turn": self.turn, "source": self.label, "tool": call.name,
                 "call_id": call.id, "input": self._short(call.input), "status": "dangling",
-                "at": p.ts}
+                "at": iso_time(p.ts)}
         if self.full:
             item["args"] = call.input  # as the harness wrote it, for a readable rendering
         self.items.append(item)
@@ -232,7 +242,7 @@ def stream_items(world, session: Session, full: bool = False,
     wrapper, pricer = get_wrapper(session.harness), Pricer()
     events = events if events is not None else [asdict(e) for e in world.events(session.id)]
     crashes = crash_marks(events)
-    saved = 0.0
+    saved: float | None = 0.0
     for index, source in enumerate(world.sources(session.id)):
         if only is not None and not only(source.relpath):
             continue
@@ -241,9 +251,9 @@ def stream_items(world, session: Session, full: bool = False,
             builder.add(p)
             yield from builder.ready()
         yield from builder.rest()
-        saved += builder.saved
+        saved = None if saved is None or builder.saved is None else saved + builder.saved
     if savings is not None:
-        savings["saved_usd"] = round(saved, 6)
+        savings["saved_usd"] = None if saved is None else round(saved, 6)
         savings["crashes"] = len(crashes)
 
 

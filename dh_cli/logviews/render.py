@@ -6,7 +6,7 @@ import json
 import sys
 
 from .. import output
-from ..output import fitted
+from ..output import clip_words, fitted
 from ..tokens import Usage, call_text, totals_text
 from ..events_text import summary
 from .logview import SessionView
@@ -79,17 +79,6 @@ def _titled(session: dict) -> str:
 
 def _row(cells: list[str], widths: list[int]) -> str:
     return "".join(c.ljust(w) + "  " for c, w in zip(cells, widths))
-
-
-def clip_words(text: str, room: int) -> str:
-    """text in at most `room` columns, cut after a whole word (a single word longer than the
-    room is cut where it must be)."""
-    text = " ".join(text.split())
-    if len(text) <= room:
-        return text
-    head = text[:room - 1]
-    cut = head.rfind(" ")
-    return (head[:cut].rstrip(" ,;:") if cut > 0 else head) + "…"
 
 
 def clip_path(path: str, room: int) -> str:
@@ -194,10 +183,10 @@ def session_tail(view: SessionView, width: int | None = None) -> None:
         gens = f", {src['generations']} generations (rewritten)" if src["generations"] > 1 else ""
         line(f"source {src['relpath']}: {src['records']} records, {src['status']}{gens}{extra}", width)
     t = view.totals
-    line(f"tokens: {totals_text(t)} over {t['model_calls']} model call(s)")
+    line(f"tokens: {totals_text(t)} over {t['model_calls']} model call(s)", width)
     for resume in t.get("resumes") or []:
-        line(resume_line(resume))
-    line(cost_line(t.get("cost") or {}))
+        line(resume_line(resume), width)
+    line(cost_line(t.get("cost") or {}), width)
     state = "complete" if view.turn_complete else "open"
     dangling = f"; dangling tool calls: {', '.join(view.dangling)}" if view.dangling else ""
     line(f"last turn: {state}{dangling}", width)
