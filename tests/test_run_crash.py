@@ -89,3 +89,14 @@ def test_crash_matrix(rig, harness, crash):
     check_log_equals_native(rig)
     if crash.startswith("during-tool"):
         assert told_may_have_run(rig.server), "the cut-off shell call was not reported"
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_the_resume_notice_counts_the_finished_calls_kept(rig, harness):
+    """Killed while reply #1 is asked for: the shell call of reply #0 has its result, and the
+    notice says so for every harness (OpenCode keeps call and result in one part row)."""
+    rig.server.set_script(KILL_SCRIPT)
+    result = rig.run(harness, crash="during-model=2")
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"resuming session" in result.stderr and b"1 finished call(s) kept" in result.stderr, \
+        result.stderr.decode()

@@ -60,7 +60,7 @@ def repair_dangling(world, wrapper: Wrapper, session: Session, mirror: SessionMi
     records = current_turn(world, session, main)
     state = wrapper.turn_state(records)
     prepared.turn_complete = state.complete
-    prepared.finished_calls = world.count_kind(main.id, "tool_result")
+    prepared.finished_calls = world.finished_calls(main.id)
     queue = list(outcomes)
     for call in state.dangling:
         cls = replay_class(call.name, overrides, wrapper.safe_tools)

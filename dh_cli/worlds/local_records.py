@@ -120,11 +120,15 @@ class LocalRecords:
             [source_id, generation, kind]).fetchone()
         return row[0] or 0
 
-    def count_kind(self, source_id: int, kind: str) -> int:
+    def finished_calls(self, source_id: int) -> int:
+        """Tool calls with a result in the source's latest generation, by call id: a result
+        is its own record in JSONL harnesses, a version of the call's part row in OpenCode
+        (so counting result records said 0 for every OpenCode resume)."""
         return self.conn.execute(
-            "SELECT COUNT(*) FROM records WHERE source_id = ? AND kind = ? AND generation ="
-            " (SELECT MAX(generation) FROM records WHERE source_id = ?)",
-            [source_id, kind, source_id]).fetchone()[0]
+            "SELECT COUNT(DISTINCT tool_call_id) FROM records WHERE source_id = ?"
+            " AND status IS NOT NULL AND tool_call_id IS NOT NULL AND tool_call_id <> ''"
+            " AND generation = (SELECT MAX(generation) FROM records WHERE source_id = ?)",
+            [source_id, source_id]).fetchone()[0]
 
     def record_count(self, session_id: str) -> int:
         return self.conn.execute(
