@@ -3,8 +3,9 @@
 * nothing paid twice: a reply delivered more than once was lost at a kill (delivered, not in
   the state that kill left: state.py) as many times as it was asked for again;
 * every `never` tool ran at most once: each shell step's line is in steps.log at most once;
-* the final files are right: each written file holds what the write gave it, each shell step's line is
-  there, and any that is missing had dh tell the model it "may already have taken effect";
+* the final files are right: each written file holds what the write gave it, each shell
+  step's line is there, and any that is missing had its result tell the model so (dh's
+  "may already have taken effect", or the harness's own error result);
 * the log is byte-exact against the native files (OpenCode: every row at its latest
   version, no row version twice);
 * every crash is marked: one crash mark per kill in dh's timeline, each inside the one turn
@@ -59,12 +60,13 @@ def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
             for i, n in sorted(counts.items()) if n > 1 + lost.get(i, 0)]
 
 
-def may_have_run_results(server) -> set[str]:
-    """Call ids whose result, as the model saw it, was dh's 'may already have taken effect'."""
+def told_not_done(server) -> set[str]:
+    """Call ids whose result, as the model saw it, said the step may not have taken effect:
+    dh's 'may already have taken effect', or the harness's own error result."""
     ids = set()
     for request in server.main_requests():
-        for call_id, text, _ in tool_results(request["api"], request["body"]):
-            if MAY_HAVE_RUN in text:
+        for call_id, text, is_error in tool_results(request["api"], request["body"]):
+            if is_error or MAY_HAVE_RUN in text:
                 ids.add(call_id)
     return ids
 
@@ -77,7 +79,7 @@ def check_files(rig, lines: list[str], written: dict[str, str]) -> list[str]:
             found.append(f"the never tool writing {line} ran {steps.count(line)} times")
     missing = [line for line in lines if line not in steps]
     missing += [name for name, text in written.items() if read(rig.proj / name) != text]
-    told = may_have_run_results(rig.server)
+    told = told_not_done(rig.server)
     if len(missing) > len(told):
         found.append(f"missing {missing}, but the model was told only of {sorted(told)}")
     return found
