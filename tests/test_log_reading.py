@@ -244,3 +244,37 @@ def test_each_crash_is_shown_where_it_happened(resumed, run_dh):
     assert kinds[kinds.index("prompt") + 1] == "crash"  # right after the prompt
     assert kinds[kinds.index("resume") - 1] == "crash"  # right before the resume
     assert crashes[0]["saved_usd"] is None and crashes[1]["saved_usd"] > 0
+
+
+def test_crashes_between_synthetic_resume_rows_each_mark_their_resume():
+    """Claude Code's TUI, relaunched three times in a row by `dh resume`, wrote only its own
+    rows around each resume (synthetic): every crash still marks the resume that followed
+    it, not the next prompt a person could have typed."""
+    from dh_cli.logviews.logview import _Builder
+    from dh_cli.models import Parsed, ToolCall
+    from dh_cli.wrappers import get
+
+    def at(second: int) -> str:
+        return f"2026-12-04T10:00:{second:02d}.000Z"
+
+    crashes = [{"at": at(s), "attempt": n, "label": "crash: dh was killed"}
+               for n, s in ((1, 10), (2, 20), (3, 30))]
+    builder = _Builder(get("claude-code"), "main.jsonl", crashes=crashes)
+    rows = [Parsed(kind="user", role="user", text="Create the files.", ts=at(1)),
+            Parsed(kind="tool_call", role="assistant", text="Step one.", ts=at(2),
+                   tool_calls=[ToolCall("toolu_000", "Bash", {"command": "true"})]),
+            Parsed(kind="user", role="user", text="Continue.", ts=at(11), synthetic=True),
+            Parsed(kind="user", role="user", text="Continue.", ts=at(21), synthetic=True),
+            Parsed(kind="assistant", role="assistant", text="No response requested.", ts=at(31),
+                   synthetic=True),
+            Parsed(kind="user", role="user", text="Continue.", ts=at(32)),
+            Parsed(kind="assistant", role="assistant", text="All done.", stop_reason="end_turn",
+                   ts=at(40))]
+    for row in rows:
+        builder.add(row)
+    items = list(builder.rest())
+    order = [(i["type"], i.get("attempt")) for i in items if i["type"] in ("crash", "resume")]
+    assert order == [("crash", 1), ("resume", None), ("crash", 2), ("resume", None),
+                     ("crash", 3), ("resume", None)]
+    resumes = [i["at"] for i in items if i["type"] == "resume"]
+    assert resumes == [at(11), at(21), at(31)]

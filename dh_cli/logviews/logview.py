@@ -97,7 +97,7 @@ class _Builder:
             self.items.append({"type": "flagged", "flags": p.flags, "source": self.label,
                                "turn": self.turn})
         if p.synthetic and p.role == "assistant" and self.crashes and self._cut_off() \
-                and not self.resuming:
+                and (not self.resuming or self._has_due(p.ts)):
             self._mark_resume(p)  # the harness's own row on resuming (2.1.332's "No response
             self.resuming = True  # requested."): the crash came before it
         if p.kind == "user" or (p.kind == "text" and self.roles.get(p.parent_id) == "user"):
@@ -142,11 +142,11 @@ class _Builder:
             return  # OpenCode keeps the prompt text in a part
         cut_off = self._cut_off()
         if p.synthetic:
-            if cut_off and not self.resuming:
-                self._mark_resume(p)
+            if (cut_off and not self.resuming) or self._has_due(p.ts):
+                self._mark_resume(p)  # a relaunch wrote this: each one after a crash
                 self.resuming = True
         elif self.resuming or (cut_off and self.crashes):
-            if not self.resuming:
+            if not self.resuming or self._has_due(p.ts):
                 self._mark_resume(p)
             self.resuming = False
             self._emit("prompt", p, text=self._short(p.text, 400), resumed=True)
@@ -177,6 +177,9 @@ class _Builder:
         for crash in crashes:  # each relaunch kept the finished calls: none re-billed
             self._emit_crash(crash, relaunched=True)
         self._emit("resume", p, text="resumed", at=iso_time(p.ts))
+
+    def _has_due(self, ts) -> bool:
+        return bool(self.crashes) and _before(self.crashes[0]["at"], ts)
 
     def _due(self, ts: str | None) -> list[dict]:
         """The crashes dh saw before this record was written (by their times)."""
