@@ -5,7 +5,7 @@
 * every `never` tool ran at most once: each shell step's line is in steps.log at most once;
 * the final files are right: each written file holds what the write gave it, each shell
   step's line is there, and any that is missing had its result tell the model so (dh's
-  "may already have taken effect", or the harness's own error result);
+  "may already have taken effect", or the harness's own error or cut result);
 * the log is byte-exact against the native files (OpenCode: every row at its latest
   version, no row version twice);
 * every crash is marked: one crash mark per kill in dh's timeline, each inside the one turn
@@ -60,13 +60,18 @@ def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
             for i, n in sorted(counts.items()) if n > 1 + lost.get(i, 0)]
 
 
+# how a harness itself tells the model a step was cut: Codex 0.171.0, stopped by its parent's
+# death signal while its shell ran, writes this output for the call before it exits
+HARNESS_CUT = ("aborted by user",)
+
+
 def told_not_done(server) -> set[str]:
     """Call ids whose result, as the model saw it, said the step may not have taken effect:
-    dh's 'may already have taken effect', or the harness's own error result."""
+    dh's 'may already have taken effect', or the harness's own error or cut result."""
     ids = set()
     for request in server.main_requests():
         for call_id, text, is_error in tool_results(request["api"], request["body"]):
-            if is_error or MAY_HAVE_RUN in text:
+            if is_error or MAY_HAVE_RUN in text or any(cut in text for cut in HARNESS_CUT):
                 ids.add(call_id)
     return ids
 
