@@ -93,3 +93,24 @@ def test_a_rebuilt_database_s_parts_keep_their_place_in_the_conversation():
     records = [Record(1, 1, i, json.dumps(r).encode()) for i, r in enumerate(rows)]
     texts = [p.text for p in get("opencode").conversation(records) if p.text]
     assert texts == ["Create the files.", "Done."]
+
+
+@pytest.mark.parametrize("reason,complete", [("stop", True), ("tool-calls", False)])
+def test_a_step_finish_part_finishes_the_turn_before_its_message_does(reason, complete):
+    """OpenCode 1.18.33's TUI, killed 2 s after its final answer, left the step-finish part
+    (reason stop) and the message still without its own finish: the turn is complete."""
+    from dh_cli.models import Record
+    from dh_cli.wrappers import get
+
+    def row(table: str, ident: str, created: int, data: dict, **more) -> dict:
+        return {"table": table, "id": ident, "time_created": created, "time_updated": created,
+                "data": json.dumps(data), **more}
+
+    rows = [row("message", "msg_1", 1, {"role": "user"}),
+            row("part", "prt_1", 2, {"type": "text", "text": "Create the files."}, message_id="msg_1"),
+            row("message", "msg_2", 3, {"role": "assistant", "time": {"created": 3}}),
+            row("part", "prt_2", 4, {"type": "text", "text": "All done."}, message_id="msg_2"),
+            row("part", "prt_3", 5, {"type": "step-finish", "reason": reason}, message_id="msg_2")]
+    records = [Record(1, 1, i, json.dumps(r).encode()) for i, r in enumerate(rows)]
+    wrapper = get("opencode")
+    assert wrapper.turn_state(records).complete is complete

@@ -210,6 +210,8 @@ class OpenCodeWrapper(Wrapper):
                 parsed.tool_results.append(ToolResult(call.id, status == "error", str(text or "")))
         else:
             parsed.kind = "other"
+            if kind == "step-finish":  # written before the message's own finish, which a
+                parsed.stop_reason = data.get("reason")  # kill can come between (1.18.33)
 
     def conversation(self, records: list[Record]) -> list[Parsed]:
         rows = [r for r in latest_rows(records) if r.get("table") in ("message", "part")]
@@ -253,9 +255,11 @@ class OpenCodeWrapper(Wrapper):
         return limit(*kind, _reset(headers, data), "message: assistant error APIError 429", text)
 
     def is_complete(self, parsed: list[Parsed]) -> bool:
-        messages = [p for p in parsed if p.kind in ("user", "assistant")]
-        return bool(messages) and messages[-1].kind == "assistant" and \
-            messages[-1].stop_reason in FINAL_FINISH
+        """The last message is the assistant's, finished: by its own `finish`, or by the
+        step-finish part OpenCode writes first (its TUI killed 2 s after a final answer had
+        the part with reason stop and the message still without a finish)."""
+        marks = [p for p in parsed if p.kind in ("user", "assistant") or p.stop_reason]
+        return bool(marks) and marks[-1].kind != "user" and marks[-1].stop_reason in FINAL_FINISH
 
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
