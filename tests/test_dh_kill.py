@@ -27,6 +27,7 @@ from dh_cli.worlds.local import LocalWorld
 from .fakes.transcripts import write_claude_transcript
 from .rig import SCRIPT
 from tests.helpers import harnesses
+from tests.helpers.wait import wait_until
 from tests.helpers.kill import HarnessWatch, kill, rig, spawn_run, the_session  # noqa: F401 (rig)
 
 
@@ -232,3 +233,38 @@ def test_dh_killed_during_rebuild_then_rerun(tmp_path):
     again = subprocess.run([sys.executable, "-m", "dh_cli", "log", "rebuild", session["id"], "--to",
                             str(out)], env=env, capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.startswith("unchanged")
+
+
+def snapshots_in(db: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM ws_snapshots").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_folder_changed_since_the_last_recorded_step_is_told_to_the_model(rig):
+    """dh and the harness die together after a command changed the folder but before the
+    harness recorded the call (Claude Code runs a command before it writes the call; a lost
+    home leaves no trace of it either): `dh resume` finds the folder changed against the last
+    recorded step's snapshot, and the continuation prompt says so."""
+    watch = HarnessWatch(str(rig.bin_dir))
+    proc = spawn_run(rig, "claude-code")
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=30)
+    wait_until(lambda: snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db"),
+               "the snapshot of reply #0's step", 30)
+    kill(proc)
+    watch.wait_gone()
+    with open(rig.proj / "steps.log", "a") as log:  # a command no record holds
+        log.write("unrecorded\n")
+    world, session = the_session(rig)
+    asked = len(rig.server.main_requests())
+    resumed = rig.dh("resume", session.id, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    watch.stop()
+    first = json.dumps(rig.server.main_requests()[asked]["body"])
+    assert "The working folder changed after the last step this session recorded" in first
+    assert "steps.log modified" in first and "may already have taken effect" in first

@@ -25,7 +25,7 @@ from ..wrappers.base import Wrapper
 from ..wrappers.common import with_flags
 from ..wrappers.travel import travelling_args
 from .prepare import Prepared, current_turn, prepare_resume
-from ..wrappers.replay import unlogged_text
+from ..wrappers.replay import changed_files_text, unlogged_text
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,8 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
         check_native_id(wrapper, native_id)
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
     cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
-    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut)
+    changed = _changed_since_recorded(world, session) if cut else []
+    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut, changed=changed)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
@@ -116,17 +117,33 @@ def _from_wrapper(mode: str, tui, **plan) -> RelaunchPlan:
                         ready=tui.ready, continues=tui.continues, note=tui.note, **plan)
 
 
-def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool) -> str | None:
+def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool,
+                     changed: list[dict] = ()) -> str | None:
     """The continuation prompt, with a word on each tool command that ran without a call in
-    the session (the model decides what to check); in a terminal the user is told too, and
-    a TUI whose turn was not cut gets no prompt at all."""
+    the session and on files changed since the last recorded step (the model decides what
+    to check); in a terminal the user is told too, and a TUI whose turn was not cut gets no
+    prompt at all."""
     if not spec.headless and not cut:
         return None
     notes = [unlogged_text(outcome) for outcome in unlogged]
+    if changed:
+        notes.append(changed_files_text(list(changed)))
     if not spec.headless:
         for note in notes:
             opts.notice(f"dh: {note}")
     return "\n\n".join([opts.continue_prompt, *notes])
+
+
+def _changed_since_recorded(world, session: Session) -> list[dict]:
+    """The changes `dh resume` found in the folder against the snapshot of the session's
+    last recorded step and kept, when it looked after the last launch (this resume's)."""
+    changes: list[dict] = []
+    for event in world.events(session.id):
+        if event.type == events.LAUNCHED:
+            changes = []
+        elif event.type == events.WORKSPACE and event.details.get("action") == "kept":
+            changes = [c for c in event.details.get("changes") or [] if isinstance(c, dict)]
+    return changes
 
 
 def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:

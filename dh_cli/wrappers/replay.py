@@ -36,6 +36,25 @@ UNLOGGED_TEXT = ("[dh] When the harness stopped, this command of its was running
                  "effect. Check the current state before running it again.")
 
 
+CHANGED_TEXT = ("[dh] The working folder changed after the last step this session recorded "
+                "({changes}): a tool call the harness had not yet recorded may already have "
+                "taken effect. Check the current state before running it again.")
+CHANGES_SHOWN = 5
+# a workspace change says what a restore of the snapshot would do (workspace/restore.py
+# diff); the model is told what happened to the folder
+FOLDER_WORDS = {"added": "removed", "deleted": "created", "modified": "modified"}
+
+
+def changed_files_text(changes: list[dict]) -> str:
+    """What the model is told when the folder differs from the snapshot of the last recorded
+    step: a harness can run a command before it writes the call down (Claude Code does), and
+    a kill that takes the harness's home too leaves no other trace of it."""
+    shown = [f"{c.get('path')} {FOLDER_WORDS.get(c.get('status'), c.get('status'))}"
+             for c in changes[:CHANGES_SHOWN]]
+    more = len(changes) - len(shown)
+    return CHANGED_TEXT.format(changes=", ".join(shown) + (f" and {more} more" if more > 0 else ""))
+
+
 def unlogged_text(outcome: dict) -> str:
     """What the model is told of a tool process dh settled that no dangling call explains:
     Claude Code, for one, can start a command before it writes the message that asked for it."""
