@@ -2,14 +2,17 @@
 
 * nothing paid twice: a reply delivered more than once was lost at a kill (delivered, not in
   the state that kill left: state.py) as many times as it was asked for again;
-* every `never` tool ran at most once: each shell step's line is in steps.log at most once;
+* every `never` tool ran at most once: each shell step's line is in steps.log at most once,
+  but for a model that asked for the step again after dh told it the command may already
+  have run (checks.warned_deliveries);
 * the final files are right: each written file holds what the write gave it, each shell
   step's line is there, and any that is missing had its result tell the model so (dh's
   "may already have taken effect", or the harness's own error or cut result);
 * the log is byte-exact against the native files (OpenCode: every row at its latest
   version, no row version twice);
-* every crash is marked: one crash mark per kill in dh's timeline, each inside the one turn
-  the session has in `dh log show`, and the turn finished with the final text."""
+* every crash is marked: one crash mark per kill of a running harness in dh's timeline, each
+  inside the one turn the session has in `dh log show`, and the turn finished with the final
+  text."""
 
 from __future__ import annotations
 
@@ -33,12 +36,12 @@ def session_id(rig) -> str:
         world.close()
 
 
-def check_all(rig, harness: str, snapshots: list[Snapshot], kills: int, lines: list[str],
+def check_all(rig, harness: str, snapshots: list[Snapshot], cuts: int, lines: list[str],
               written: dict[str, str], final: str) -> list[str]:
     found = check_paid_once(rig.server, snapshots)
     found += check_files(rig, lines, written)
     found += _guarded(check_log_holds_every_record_once, rig, harness)
-    found += check_crashes_marked(rig, kills, final)
+    found += check_crashes_marked(rig, cuts, final)
     return found
 
 
@@ -60,9 +63,10 @@ def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
             for i, n in sorted(counts.items()) if n > 1 + lost.get(i, 0)]
 
 
-# how a harness itself tells the model a step was cut: Codex 0.171.0, stopped by its parent's
-# death signal while its shell ran, writes this output for the call before it exits
-HARNESS_CUT = ("aborted by user",)
+# how a harness itself tells the model a step was cut, stopped by its parent's death signal:
+# Codex 0.171.0 writes the first two as the call's output before it exits, OpenCode 1.18.33
+# the third in the tool part's output
+HARNESS_CUT = ("aborted by user", "aborted before dispatch", "User aborted the command")
 
 
 def told_not_done(server) -> set[str]:
@@ -80,7 +84,8 @@ def check_files(rig, lines: list[str], written: dict[str, str]) -> list[str]:
     found = []
     steps = read(rig.proj / "steps.log").split()
     for line in lines:
-        if steps.count(line) > 1:
+        allowed = 1 + warned_deliveries(rig.server, int(line.removeprefix("soak")))
+        if steps.count(line) > allowed:
             found.append(f"the never tool writing {line} ran {steps.count(line)} times")
     missing = [line for line in lines if line not in steps]
     missing += [name for name, text in written.items() if read(rig.proj / name) != text]
@@ -90,7 +95,35 @@ def check_files(rig, lines: list[str], written: dict[str, str]) -> list[str]:
     return found
 
 
+def warned_deliveries(server, index: int) -> int:
+    """Deliveries of reply `index` to a request whose last user message carried dh's word
+    that a step may already have taken effect (a resume's continuation prompt: a command
+    that ran with no call recorded, or the folder changed since the last recorded step).
+    The scripted model asks for its step again whatever it is told, where a real one would
+    check first: that run is the model's, not dh's."""
+    log = server.log
+    warned = {e["seq"] for e in log if e["event"] == "request" and e["kind"] == "main"
+              and e["reply_index"] == index and MAY_HAVE_RUN in last_user_text(e["body"])}
+    done = {e["seq"] for e in log if e["event"] == "response_done"}
+    return len(warned & done)
+
+
+def last_user_text(body) -> str:
+    """The text of the request's last message if the user's (Anthropic Messages, OpenAI
+    Responses and Chat Completions shapes)."""
+    items = (body or {}).get("messages") or (body or {}).get("input") or []
+    last = items[-1] if isinstance(items, list) and items else {}
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return ""
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content or []
+                     if isinstance(part, dict) and part.get("type") in ("text", "input_text"))
+
+
 def check_crashes_marked(rig, kills: int, final: str) -> list[str]:
+    """kills: those that cut a running harness."""
     found = []
     shown = _log_show(rig, session_id(rig))
     marks = [m for m in timeline(shown["events"]) if m["kind"] == "crash"]
