@@ -103,3 +103,35 @@ def test_commands_in_the_history_are_never_sent_again(tmp_path):
     assert unsent_prompt(SID, str(transcript), 0) is None
     plan = get("claude-code").restart_unstarted(ARGS, SID, str(transcript))
     assert plan.argv == ARGS and plan.note == LOST
+
+
+def test_a_local_command_s_rows_are_not_a_prompt(tmp_path, run_dh):
+    """`/exit` typed in Claude Code 2.1.332's TUI leaves a caveat, the command and its output
+    as user rows (`rowSource: local`, never sent to the model): no new turn, and the turn
+    its answer finished stays finished."""
+    import json
+
+    from tests.conftest import fixture_home
+
+    home = fixture_home("claude-code", "basic", tmp_path)
+    (transcript,) = home.glob("projects/*/*.jsonl")
+    leaf = json.loads(transcript.read_text().splitlines()[-1])["leafUuid"]
+    base = {"isSidechain": False, "type": "user", "userType": "external", "cwd": "/tmp",
+            "sessionId": transcript.stem, "version": "2.1.332", "timestamp": "2026-12-04T20:04:15.767Z"}
+    rows = [dict(base, parentUuid=leaf, uuid="local-1", isMeta=True, rowSource="harness",
+                 message={"role": "user", "content": "<local-command-caveat>The command below "
+                          "was run directly in Claude Code, not sent to you.</local-command-caveat>"}),
+            dict(base, parentUuid="local-1", uuid="local-2", rowSource="local",
+                 message={"role": "user", "content": "<command-name>/exit</command-name>\n"
+                          "<command-message>exit</command-message>\n<command-args></command-args>"}),
+            dict(base, parentUuid="local-2", uuid="local-3", rowSource="local",
+                 message={"role": "user", "content": "<local-command-stdout>Catch you later!"
+                          "</local-command-stdout>"})]
+    with transcript.open("a") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+    assert run_dh("import", "claude", "--all", "--home", str(home)).exit_code == 0
+    (listed,) = json.loads(run_dh("log", "list", "--json").stdout)
+    shown = json.loads(run_dh("log", "show", listed["id"], "--json").stdout)
+    assert {item["turn"] for item in shown["items"]} == {1}
+    assert shown["turn_complete"] is True
+    assert "/exit" not in json.dumps(shown["items"])

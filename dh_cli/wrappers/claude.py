@@ -194,6 +194,9 @@ class ClaudeWrapper(Wrapper):
     def _user(self, obj: dict, parsed: Parsed) -> None:
         message = obj.get("message") or {}
         content = message.get("content")
+        if _local_command(obj, content):
+            parsed.kind = "meta"  # the user's own terminal command: never sent to the model
+            return
         parsed.role = "user"
         parsed.synthetic = bool(obj.get("isMeta"))
         blocks = content if isinstance(content, list) else []
@@ -419,3 +422,14 @@ class ClaudeWrapper(Wrapper):
 
 OFF = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
 CONVERSATION_KINDS = {"user", "assistant", "tool_call", "tool_result", "compaction"}
+
+
+# what a local slash command (`/exit`, `/cost`, ...) leaves in the transcript: 2.1.332 marks
+# its rows `rowSource: local`; its output rows start with these tags in both releases
+LOCAL_OUTPUT_TAGS = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>")
+
+
+def _local_command(obj: dict, content) -> bool:
+    if obj.get("rowSource") == "local":
+        return True
+    return isinstance(content, str) and content.lstrip().startswith(LOCAL_OUTPUT_TAGS)

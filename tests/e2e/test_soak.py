@@ -13,13 +13,13 @@ from tests.soak.plan import draw_cases
 
 pytestmark = pytest.mark.e2e
 
-SEED = 30
-KILLS = 4  # per harness and version set
+SEED = 33  # a case of three kills per harness; TUIs: Claude Code newest, Codex, OpenCode
+KILLS = 3  # per harness and version set
 
 
 @pytest.mark.parametrize("harness", harnesses.ALL)
 def test_a_slice_of_the_soak_keeps_every_invariant(installed, harness, tmp_path):
-    cases = draw_cases(SEED, [harness], installed.version_set, KILLS, tui_share=0.5)
+    cases = draw_cases(SEED, [harness], installed.version_set, KILLS, tui_share=0.3)
     outcomes = [run_case(case, installed, tmp_path, keep=True) for case in cases]
     assert sum(o.kills_made for o in outcomes) >= 1, "no kill landed: the slice tested nothing"
     failed = {o.case.name: o.violations for o in outcomes if o.violations}
