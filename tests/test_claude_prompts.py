@@ -107,7 +107,7 @@ def test_commands_in_the_history_are_never_sent_again(tmp_path):
 
 def test_a_local_command_s_rows_are_not_a_prompt(tmp_path, run_dh):
     """`/exit` typed in Claude Code 2.1.332's TUI leaves a caveat, the command and its output
-    as user rows (`rowSource: local`, never sent to the model): no new turn, and the turn
+    as user rows (none of them sent to the model): no new turn, and the turn
     its answer finished stays finished."""
     import json
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import uuid
 from pathlib import Path
@@ -424,12 +425,14 @@ OFF = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
 CONVERSATION_KINDS = {"user", "assistant", "tool_call", "tool_result", "compaction"}
 
 
-# what a local slash command (`/exit`, `/cost`, ...) leaves in the transcript: 2.1.332 marks
-# its rows `rowSource: local`; its output rows start with these tags in both releases
+# what a built-in slash command (`/exit`, `/cost`, ...) leaves in the transcript, in 2.1.197
+# and 2.1.332 alike: a caveat row, the command, its output, none of them sent to the model.
+# (`rowSource: local` in 2.1.332 marks every row the user typed, prompts too: no help here.)
 LOCAL_OUTPUT_TAGS = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>")
+LOCAL_COMMAND = re.compile(r"\s*<command-name>/(exit|quit|cost|status|help|doctor|config)</command-name>")
 
 
 def _local_command(obj: dict, content) -> bool:
-    if obj.get("rowSource") == "local":
-        return True
-    return isinstance(content, str) and content.lstrip().startswith(LOCAL_OUTPUT_TAGS)
+    if not isinstance(content, str):
+        return False
+    return content.lstrip().startswith(LOCAL_OUTPUT_TAGS) or bool(LOCAL_COMMAND.match(content))
