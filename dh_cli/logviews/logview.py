@@ -125,9 +125,10 @@ class _Builder:
             yield self.items.popleft()
 
     def rest(self) -> Iterator[dict]:
-        """The held items, then any crash no resume followed: a harness killed after its
-        final answer, or one the session has not been resumed from yet."""
-        while self.crashes and self.turn:
+        """The held items, then any crash that came after the turn's final answer (a
+        harness killed as it was done). A crash in a cut turn waits for its resume; a
+        follower sees it as dh's event until then."""
+        while self.crashes and self.turn and not self._cut_off():
             self._emit_crash(self.crashes.popleft())
         while self.items:
             yield self.items.popleft()
