@@ -152,7 +152,10 @@ class CodexWrapper(Wrapper):
         elif kind == "event_msg":
             subtype = payload.get("type")
             parsed.turn_start = subtype == "task_started"
-            parsed.turn_end = subtype in ("task_complete", "turn_aborted")
+            # not turn_aborted: Codex writes it for any interruption, and one whose stdout
+            # died with dh (EPIPE) says "The user interrupted the previous turn on purpose"
+            # too (0.171.0, seen in the soak): the turn was cut, and `dh resume` goes on
+            parsed.turn_end = subtype == "task_complete"
             if subtype == "task_complete":
                 parsed.text = payload.get("last_agent_message") or ""
         elif kind == "token_usage_record":
@@ -171,7 +174,7 @@ class CodexWrapper(Wrapper):
             role = payload.get("role")
             parsed.role = role
             parsed.text = text_of(payload.get("content"))
-            context = parsed.text.startswith("<environment_context>")
+            context = parsed.text.startswith(("<environment_context>", "<turn_aborted>"))
             parsed.kind = {"user": "user", "assistant": "assistant"}.get(role, "meta")
             parsed.synthetic = context
             if context:
