@@ -56,12 +56,13 @@ WRITTEN = {"a.txt": "alpha\n", "b.txt": "beta\n"}
 class Outcome:
     case: Case
     kills_made: int = 0
+    cuts: int = 0  # kills made while the harness ran (one ending its turn leaves no crash)
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"case": self.case.name, **self.case.to_dict(), "kills_made": self.kills_made,
-                "violations": self.violations, "seconds": round(self.seconds, 1)}
+                "cuts": self.cuts, "violations": self.violations, "seconds": round(self.seconds, 1)}
 
 
 class Runner:
@@ -85,11 +86,14 @@ class Runner:
             for kill in self.case.kills:
                 if not self._wait_for_moment(kill):
                     break  # the turn ended before the moment came: no kill
-                self._kill(kill)
+                cut = self._kill(kill)
+                if cut is None:
+                    break  # the harness had ended its turn and exited: nothing to kill
                 outcome.kills_made += 1
+                outcome.cuts += cut
             outcome.violations += self._finish()
             outcome.violations += checks.check_all(self.rig, self.harness, self.snapshots,
-                                                   outcome.kills_made, EXPECTED_LINES, WRITTEN, FINAL)
+                                                   outcome.cuts, EXPECTED_LINES, WRITTEN, FINAL)
         except Exception:  # noqa: BLE001 - a soak reports every failure as a violation
             outcome.violations.append("error: " + traceback.format_exc(limit=6)[-1500:])
         finally:
@@ -162,16 +166,22 @@ class Runner:
             pid = launched_pid(self.rig, timeout=0.01)
         except Exception:  # noqa: BLE001 - not launched yet
             return None
-        return pid if psutil.pid_exists(pid) else None
+        try:
+            return pid if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE else None
+        except psutil.Error:
+            return None
 
     # killing ----------------------------------------------------------------------------
-    def _kill(self, kill: Kill) -> None:
+    def _kill(self, kill: Kill) -> bool | None:
+        """Make the kill; whether it cut a running harness (None: there was none to kill)."""
         pgid = self._harness_pid()
         if kill.target == "harness":
+            if not pgid:
+                return None
             _killpg(pgid)
             self.snapshots.append(state.native(self.rig, self.harness, self.rig.server))
             self._wait_relaunched(pgid)
-            return
+            return True
         os.kill(self._dh_pid(), signal.SIGKILL)
         if kill.target in ("both", "home"):
             _killpg(pgid)
@@ -183,6 +193,7 @@ class Runner:
         else:
             self.snapshots.append(state.native(self.rig, self.harness, self.rig.server))
         self._resume()
+        return pgid is not None
 
     def _wait_relaunched(self, old_pid: int | None) -> None:
         """dh relaunches the harness; the next kill counts requests from here."""
