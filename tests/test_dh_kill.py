@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from dh_cli.worlds.local import LocalWorld
 from .fakes.transcripts import write_claude_transcript
 from .rig import SCRIPT
 from tests.helpers import harnesses
+from tests.helpers.readonly import query_read_only
 from tests.helpers.wait import wait_until
 from tests.helpers.kill import HarnessWatch, kill, rig, spawn_run, the_session  # noqa: F401 (rig)
 
@@ -35,16 +35,9 @@ def events_in(db: Path) -> list[tuple[str, int | None]]:
     """(type, attempt) of every event, read without locking anything; [] while no log. A
     state event is named by the state it enters (`state:BACKOFF`): there are several per
     attempt (STARTING, RUNNING, then BACKOFF or EXITED)."""
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
-        try:
-            return conn.execute("SELECT CASE WHEN type = 'state' THEN 'state:' || "
-                                "json_extract(details, '$.to') ELSE type END, attempt "
-                                "FROM events ORDER BY seq").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return []
+    return query_read_only(db, "SELECT CASE WHEN type = 'state' THEN 'state:' || "
+                               "json_extract(details, '$.to') ELSE type END, attempt "
+                               "FROM events ORDER BY seq", [])
 
 
 def wait_event(db: Path, type_: str, nth: int = 1, timeout: float = 60) -> None:
@@ -236,14 +229,7 @@ def test_dh_killed_during_rebuild_then_rerun(tmp_path):
 
 
 def snapshots_in(db: Path) -> int:
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
-        try:
-            return conn.execute("SELECT COUNT(*) FROM ws_snapshots").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return 0
+    return query_read_only(db, "SELECT COUNT(*) FROM ws_snapshots", [(0,)])[0][0]
 
 
 def test_a_folder_changed_since_the_last_recorded_step_is_told_to_the_model(rig):

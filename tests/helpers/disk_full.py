@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import resource
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
+from tests.helpers.readonly import query_read_only
 from tests.helpers.wait import wait_until
 
 
@@ -38,14 +38,8 @@ class Run:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def logged(self) -> int:
-        try:
-            conn = sqlite3.connect(f"file:{self.dh_home / 'dh.db'}?mode=ro", uri=True, timeout=1)
-            try:
-                return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return -1
+        return query_read_only(self.dh_home / "dh.db", "SELECT COUNT(*) FROM records",
+                               [(-1,)], timeout=1)[0][0]
 
     def wait_logged(self, count: int, timeout: float = 30) -> int:
         return wait_until(lambda: (now := self.logged()) >= count and now, f"{count} records logged",
