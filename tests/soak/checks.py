@@ -39,7 +39,7 @@ def session_id(rig) -> str:
 def check_all(rig, harness: str, snapshots: list[Snapshot], cuts: int, lines: list[str],
               written: dict[str, str], final: str) -> list[str]:
     found = check_paid_once(rig.server, snapshots)
-    found += check_files(rig, lines, written)
+    found += check_files(rig, lines, written, lost_replies(snapshots))
     found += _guarded(check_log_holds_every_record_once, rig, harness)
     found += check_crashes_marked(rig, cuts, final)
     return found
@@ -53,12 +53,18 @@ def _guarded(check, *args) -> list[str]:
     return []
 
 
-def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
-    counts = server.completed_counts()
+def lost_replies(snapshots: list[Snapshot]) -> dict[int, int]:
+    """reply index -> how many kills found it delivered and not in the harness's state."""
     lost: dict[int, int] = {}
     for snap in snapshots:
         for index in snap.lost():
             lost[index] = lost.get(index, 0) + 1
+    return lost
+
+
+def check_paid_once(server, snapshots: list[Snapshot]) -> list[str]:
+    counts = server.completed_counts()
+    lost = lost_replies(snapshots)
     return [f"reply {i} delivered {n} times, lost by the harness {lost.get(i, 0)} time(s)"
             for i, n in sorted(counts.items()) if n > 1 + lost.get(i, 0)]
 
@@ -80,13 +86,27 @@ def told_not_done(server) -> set[str]:
     return ids
 
 
-def check_files(rig, lines: list[str], written: dict[str, str]) -> list[str]:
+# A violation of this kind is a gap dh knows of, not a fault of what it did: the harness ran
+# the step's command before it wrote the call (Claude Code does), was killed in between, and
+# nothing dh could see held the call (no record; the command already ended, so no process;
+# no change against a snapshot, or no place to say one: a relaunch dh made itself). The
+# model, told nothing, asked for the step again. The long soak counts these apart.
+GAP = "gap: "
+
+
+def check_files(rig, lines: list[str], written: dict[str, str],
+                lost: dict[int, int]) -> list[str]:
     found = []
     steps = read(rig.proj / "steps.log").split()
     for line in lines:
-        allowed = 1 + warned_deliveries(rig.server, int(line.removeprefix("soak")))
-        if steps.count(line) > allowed:
+        index = int(line.removeprefix("soak"))
+        allowed = 1 + warned_deliveries(rig.server, index)
+        if steps.count(line) > allowed + lost.get(index, 0):
             found.append(f"the never tool writing {line} ran {steps.count(line)} times")
+        elif steps.count(line) > allowed:
+            found.append(f"{GAP}the never tool writing {line} ran {steps.count(line)} times, its "
+                         f"first run unrecorded when the harness lost reply {index}, the model "
+                         "not told")
     missing = [line for line in lines if line not in steps]
     missing += [name for name, text in written.items() if read(rig.proj / name) != text]
     told = told_not_done(rig.server)
