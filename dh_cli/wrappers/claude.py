@@ -195,7 +195,7 @@ class ClaudeWrapper(Wrapper):
     def _user(self, obj: dict, parsed: Parsed) -> None:
         message = obj.get("message") or {}
         content = message.get("content")
-        if _local_command(obj, content):
+        if _local_command(content):
             parsed.kind = "meta"  # the user's own terminal command: never sent to the model
             return
         parsed.role = "user"
@@ -432,7 +432,7 @@ LOCAL_OUTPUT_TAGS = ("<local-command-stdout>", "<local-command-stderr>", "<local
 LOCAL_COMMAND = re.compile(r"\s*<command-name>/(exit|quit|cost|status|help|doctor|config)</command-name>")
 
 
-def _local_command(obj: dict, content) -> bool:
+def _local_command(content) -> bool:
     if not isinstance(content, str):
         return False
     return content.lstrip().startswith(LOCAL_OUTPUT_TAGS) or bool(LOCAL_COMMAND.match(content))
