@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.helpers import harnesses
 
-from .case import Outcome, run_case
+from .case import run_case
 from .checks import GAP
 from .plan import draw_cases
 
@@ -103,5 +103,3 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
-
-__all__ = ["Outcome", "main"]
