@@ -17,7 +17,7 @@ ABORTED = ("<turn_aborted>\nThe user interrupted the previous turn on purpose. A
 
 
 def test_a_turn_codex_marked_aborted_as_dh_died_is_cut_and_goes_on():
-    """Codex 0.171.0 under `codex exec`, its stdout gone with a SIGKILLed dh, wrote a
+    """Codex 0.171.0 under `codex exec`, its dh SIGKILLed, wrote a
     `<turn_aborted>` user message and a turn_aborted event, saying the user interrupted the
     turn on purpose: `dh resume` took the turn for finished and launched nothing (soak)."""
     rows = [line("event_msg", {"type": "task_started"}),

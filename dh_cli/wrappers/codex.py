@@ -152,8 +152,8 @@ class CodexWrapper(Wrapper):
         elif kind == "event_msg":
             subtype = payload.get("type")
             parsed.turn_start = subtype == "task_started"
-            # not turn_aborted: Codex writes it for any interruption, and one whose stdout
-            # died with dh (EPIPE) says "The user interrupted the previous turn on purpose"
+            # not turn_aborted: Codex writes it for any interruption, and when dh was killed
+            # under `codex exec` it wrote "The user interrupted the previous turn on purpose"
             # too (0.171.0, seen in the soak): the turn was cut, and `dh resume` goes on
             parsed.turn_end = subtype == "task_complete"
             if subtype == "task_complete":
