@@ -24,7 +24,8 @@ from dh_cli.resume.rebuild import source_bytes
 from dh_cli.worlds.local import LocalWorld
 
 from .fakes.transcripts import write_claude_transcript
-from .rig import SCRIPT
+from .fakes.model_server import FakeModelServer
+from .rig import SCRIPT, Rig
 from tests.helpers import harnesses
 from tests.helpers.readonly import query_read_only
 from tests.helpers.wait import wait_until
@@ -228,8 +229,9 @@ def test_dh_killed_during_rebuild_then_rerun(tmp_path):
     assert again.returncode == 0 and again.stdout.startswith("unchanged")
 
 
-def snapshots_in(db: Path) -> int:
-    return query_read_only(db, "SELECT COUNT(*) FROM ws_snapshots", [(0,)])[0][0]
+def snapshots_in(db: Path, reason: str = "tool") -> int:
+    return query_read_only(db, f"SELECT COUNT(*) FROM ws_snapshots WHERE reason = '{reason}'",
+                           [(0,)])[0][0]
 
 
 def test_a_folder_changed_since_the_last_recorded_step_is_told_to_the_model(rig):
@@ -254,3 +256,58 @@ def test_a_folder_changed_since_the_last_recorded_step_is_told_to_the_model(rig)
     first = json.dumps(rig.server.main_requests()[asked]["body"])
     assert "The working folder changed after the last step this session recorded" in first
     assert "steps.log modified" in first and "may already have taken effect" in first
+
+
+def _resumed_prompt(rig, asked: int) -> str:
+    return json.dumps(rig.server.main_requests()[asked]["body"])
+
+
+def test_a_folder_changed_before_the_first_step_is_told_to_the_model(tmp_path):
+    """Killed with dh before the session's first step was snapshotted (its first model call
+    still out), after a command the harness never recorded created a file: the folder as
+    the session found it (its start snapshot) shows the file was not there."""
+    late_first = {"replies": [dict(SCRIPT["replies"][0], delay_s=3, delay_times=1),
+                              *SCRIPT["replies"][1:]]}
+    server = FakeModelServer(late_first).start()
+    try:
+        rig = Rig(tmp_path, server)
+        (rig.proj / "kept.txt").write_text("there before the session\n")
+        watch = HarnessWatch(str(rig.bin_dir))
+        proc = spawn_run(rig, "claude-code")
+        server.wait_for(lambda log: any(e.get("reply_index") == 0 for e in log), timeout=30)
+        assert snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db", "start") == 1
+        kill(proc)
+        watch.wait_gone()
+        (rig.proj / "made.txt").write_text("by a command no record holds\n")
+        world, session = the_session(rig)
+        asked = len(server.main_requests())
+        resumed = rig.dh("resume", session.id, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr.decode()
+        watch.stop()
+        first = _resumed_prompt(rig, asked)
+        assert "made.txt created" in first and "may already have taken effect" in first
+        assert "kept.txt" not in first
+    finally:
+        server.stop()
+
+
+def test_dh_own_relaunch_tells_the_model_of_a_changed_folder(rig):
+    """The harness alone is killed (dh relaunches it itself) after a command it had not
+    recorded changed the folder: the continuation dh's relaunch sends says so, and the
+    snapshot dh took after the harness stopped is not taken for the last recorded step."""
+    watch = HarnessWatch(str(rig.bin_dir))
+    proc = spawn_run(rig, "claude-code")
+    rig.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=30)
+    wait_until(lambda: snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db"),
+               "the snapshot of reply #0's step", 30)
+    with open(rig.proj / "steps.log", "a") as log:
+        log.write("unrecorded\n")
+    asked = len(rig.server.main_requests())
+    (harness,) = watch.running()
+    harness.kill()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr.decode()
+    watch.stop()
+    first = _resumed_prompt(rig, asked)
+    assert "steps.log modified" in first and "may already have taken effect" in first
+    assert snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db", "attempt_end") >= 1

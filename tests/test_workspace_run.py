@@ -28,7 +28,9 @@ def test_run_snapshots_after_writing_steps_and_resume_restores_a_lost_cwd(rig):
     (session,) = rig.world().list_sessions()
     sid = session["id"]
     listed = json.loads(rig.dh("workspace", "list", sid, "--json").stdout)
-    assert listed and all(s["turn"] == 1 for s in listed), listed
+    # the folder as the session found it, then turn 1's steps
+    assert listed[0]["reason"] == "start" and listed[0]["turn"] is None, listed
+    assert len(listed) > 1 and all(s["turn"] == 1 for s in listed[1:]), listed
     steps = [s["step"] for s in listed if s["step"]]
     assert steps, listed  # the shell and write calls may write; the read does not count
     shown = rig.dh("log", "show", sid).stdout.decode().splitlines()

@@ -26,6 +26,7 @@ from ..wrappers.common import with_flags
 from ..wrappers.travel import travelling_args
 from .prepare import Prepared, current_turn, prepare_resume
 from ..wrappers.replay import changed_files_text, unlogged_text
+from ..workspace import unrecorded_changes
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
         check_native_id(wrapper, native_id)
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
     cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
-    changed = _changed_since_recorded(world, session) if cut else []
+    changed = unrecorded_changes(world, session.id, spec.cwd) if cut else []
     text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut, changed=changed)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
@@ -132,18 +133,6 @@ def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], c
         for note in notes:
             opts.notice(f"dh: {note}")
     return "\n\n".join([opts.continue_prompt, *notes])
-
-
-def _changed_since_recorded(world, session: Session) -> list[dict]:
-    """The changes `dh resume` found in the folder against the snapshot of the session's
-    last recorded step and kept, when it looked after the last launch (this resume's)."""
-    changes: list[dict] = []
-    for event in world.events(session.id):
-        if event.type == events.LAUNCHED:
-            changes = []
-        elif event.type == events.WORKSPACE and event.details.get("action") == "kept":
-            changes = [c for c in event.details.get("changes") or [] if isinstance(c, dict)]
-    return changes
 
 
 def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:

@@ -2,7 +2,9 @@
 
 What other code calls:
   start_watcher(world_path, wrapper, session, cwd, replay)  the supervisor, per attempt
+  take_baseline(world, session_id, cwd)                     the supervisor, before a session's first launch
   restore_workspace(world, session_id, cwd, ...)            resume and the worker, before relaunch
+  unrecorded_changes(world, session_id, cwd)                the relaunch plan of a cut turn
   copy_workspace(src, dst, session_id)                      push and pull"""
 
 from __future__ import annotations
@@ -13,18 +15,41 @@ class _NoWatcher:
         pass
 
 
+def _enabled() -> bool:
+    try:
+        from ..config import load
+
+        return load().settings.workspace.enabled
+    except Exception:  # noqa: BLE001 - a bad config file was reported when dh started
+        return False
+
+
+def take_baseline(world, session_id: str, cwd: str, notice=None) -> None:
+    """The folder as the session found it, before its harness first runs (a no-op once the
+    session has a snapshot): without it, a command the harness ran before it recorded the
+    call, cut together with dh before the first step's snapshot, left nothing to compare."""
+    if _enabled():
+        from .watch import baseline
+
+        baseline(world, session_id, cwd, notice)
+
+
+def unrecorded_changes(world, session_id: str, cwd: str) -> list[dict]:
+    """How the folder differs from the snapshot of the session's last recorded step."""
+    if not _enabled():
+        return []
+    from .watch import unrecorded
+
+    return unrecorded(world, session_id, cwd)
+
+
 def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = None, notice=None,
                   committed=None):
     """The snapshot thread for one attempt (a no-op when [workspace] enabled = false);
     committed: the live mirror's event, set when it logged records (else the thread polls)."""
     from .watch import WorkspaceWatcher, load_rules
 
-    try:
-        from ..config import load
-
-        if not load().settings.workspace.enabled:
-            return _NoWatcher()
-    except Exception:  # noqa: BLE001 - a bad config file was reported when dh started
+    if not _enabled():
         return _NoWatcher()
     return WorkspaceWatcher(world_path, wrapper, session.id, cwd, replay, load_rules(),
                             notice, committed).start()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 
+READS = {"start": "as the session found it", "turn_end": "turn end", "attempt_end": "attempt end"}
+
+
 def snapshot_line(snap, turn: int | None = None) -> str:
     """One readable line per snapshot (also what `dh log show` prints for one); `turn`, when
     given, is the turn the log's view shows it in, which wins over the stored number."""
     turn = snap.turn if turn is None else turn
     where = f"turn {turn}" if turn else "before the first turn"
-    after = f"after tool call {snap.step}" if snap.step else snap.reason.replace("_", " ")
+    after = f"after tool call {snap.step}" if snap.step else READS.get(snap.reason, snap.reason)
     git = f", git {snap.branch or 'detached'}@{snap.head[:10]}" if snap.head else ""
     skipped = f", {snap.skipped} not stored (secret or large)" if snap.skipped else ""
     return (f"snapshot {snap.seq}: {where}, {after}: {snap.files} file(s),"

@@ -5,6 +5,7 @@ connection and never touches the harness: a slow snapshot only delays the next o
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import threading
@@ -14,13 +15,19 @@ from ..osthread import name_os_thread
 from ..wrappers.replay import replay_class
 from ..worlds.local import STORED_RAW, LocalWorld, decode_raw
 from ..wrappers.record_row import epoch_ms
+from .restore import diff, flat_dir, flat_tree
 from .scan import Rules
 from .snapshot import Snapshotter
+from .store import store_for
 
 # the records of one source generation after an offset (raw as stored, whichever column
 # holds it: local.py), in native order
 NEW_RECORDS = (f'SELECT id, "offset", {STORED_RAW}, codec FROM records WHERE source_id = ?'
                ' AND generation = ? AND "offset" > ? AND id > ? ORDER BY "offset"')
+# a snapshot taken once the harness has exited: it holds whatever the harness did last,
+# recorded or not, so it is never the "last recorded step" a relaunch compares against
+ATTEMPT_END = "attempt_end"
+START = "start"  # the folder before the session's first launch
 POLL = 0.5  # seconds at least between two looks at the log for newly committed records
 STOP_WAIT = 120.0  # how long the final snapshot may take when the attempt ends
 
@@ -160,10 +167,36 @@ class WorkspaceWatcher:
             step = next((call for _, call in reversed(steps) if call), None)  # the last tool call
             # a tool step's row is kept even when its files equal the last snapshot's (it says
             # which step they are from); a turn's end only when something changed
-            if snapper.take(reason, follower.turn or None, step, always=reason == "tool"):
+            if snapper.take(ATTEMPT_END if last and reason == "tool" else reason,
+                            follower.turn or None, step, always=reason == "tool"):
                 self.taken += 1
-        elif last and snapper.take("attempt_end", follower.turn or None):
+        elif last and snapper.take(ATTEMPT_END, follower.turn or None):
             self.taken += 1
+
+
+def baseline(world, session_id: str, cwd: str, notice=None) -> None:
+    """A START snapshot unless the session has one of any kind; a failure is reported and
+    the launch goes on (the snapshots are a convenience beside the log)."""
+    try:
+        snapper = Snapshotter(world, session_id, cwd, load_rules())
+        if snapper.store.last(session_id) is None:
+            snapper.take(START)
+    except (sqlite3.Error, DhError, OSError) as exc:
+        (notice or (lambda text: print(text, file=sys.stderr)))(
+            f"dh: no workspace snapshot of {cwd} before the launch: {exc}")
+
+
+def unrecorded(world, session_id: str, cwd: str) -> list[dict]:
+    """The folder against the session's last snapshot taken while its harness ran (a tool
+    step, a turn's end, or START), as restore.diff sees it: "deleted" is a file the folder
+    has and that snapshot lacks. Files changed by the last recorded step, when its snapshot
+    came after the harness stopped, are listed too: the model is told to check, never
+    to trust."""
+    recorded = [s for s in store_for(world).snapshots(session_id) if s.reason != ATTEMPT_END]
+    if not recorded or not os.path.isdir(cwd):
+        return []
+    changes = diff(flat_dir(cwd, load_rules()), flat_tree(world, recorded[-1].root))
+    return [change.__dict__ for change in changes]
 
 
 def load_rules() -> Rules:
