@@ -28,7 +28,11 @@ NEW_RECORDS = (f'SELECT id, "offset", {STORED_RAW}, codec FROM records WHERE sou
 # recorded or not, so it is never the "last recorded step" a relaunch compares against
 ATTEMPT_END = "attempt_end"
 START = "start"  # the folder before the session's first launch
-POLL = 0.5  # seconds at least between two looks at the log for newly committed records
+# seconds at least between two looks at the log for newly committed records: a step's
+# snapshot should hold the folder as that step left it, before the harness's next command
+# (a model round trip later: 0.1 s at the least in the fault soak) can change it; 20 looks
+# a second at most while a harness streams, each a query of the rows committed since
+POLL = 0.05
 STOP_WAIT = 120.0  # how long the final snapshot may take when the attempt ends
 
 
@@ -150,9 +154,8 @@ class WorkspaceWatcher:
 
     def _next_look(self) -> bool:
         """Wait for the next look at the records; True once the attempt ends. Told by the
-        mirror, the thread sleeps while nothing is committed, then lets POLL pass so that one
-        look covers the commits of the next half second (two looks a second at most, as the
-        polling it replaces had, which woke twice a second for nothing on an idle session)."""
+        mirror, the thread sleeps while nothing is committed (an idle session costs no
+        query), then lets POLL pass so that one look covers the commits that came with it."""
         if self.committed is not None:
             self.committed.wait()
             self.committed.clear()
