@@ -86,14 +86,6 @@ def told_not_done(server) -> set[str]:
     return ids
 
 
-# A violation of this kind is a gap dh knows of, not a fault of what it did: the harness ran
-# the step's command before it wrote the call (Claude Code does), was killed in between, and
-# nothing dh could see held the call (no record; the command already ended, so no process;
-# no change against a snapshot, or no place to say one: a relaunch dh made itself). The
-# model, told nothing, asked for the step again. The long soak counts these apart.
-GAP = "gap: "
-
-
 def check_files(rig, lines: list[str], written: dict[str, str],
                 lost: dict[int, int]) -> list[str]:
     found = []
@@ -101,12 +93,10 @@ def check_files(rig, lines: list[str], written: dict[str, str],
     for line in lines:
         index = int(line.removeprefix("soak"))
         allowed = 1 + warned_deliveries(rig.server, index)
-        if steps.count(line) > allowed + lost.get(index, 0):
-            found.append(f"the never tool writing {line} ran {steps.count(line)} times")
-        elif steps.count(line) > allowed:
-            found.append(f"{GAP}the never tool writing {line} ran {steps.count(line)} times, its "
-                         f"first run unrecorded when the harness lost reply {index}, the model "
-                         "not told")
+        if steps.count(line) > allowed:
+            unrecorded = (f", its first run unrecorded when the harness lost reply {index}, the"
+                          " model not told") if steps.count(line) <= allowed + lost.get(index, 0) else ""
+            found.append(f"the never tool writing {line} ran {steps.count(line)} times{unrecorded}")
     missing = [line for line in lines if line not in steps]
     missing += [name for name, text in written.items() if read(rig.proj / name) != text]
     told = told_not_done(rig.server)
