@@ -9,7 +9,7 @@ from pathlib import Path
 from ..mirror import shared_wire
 from ..mirror.live import Launch, LiveMirror, launched_native
 from ..mirror.shared_client import SharedMirror, ensure_server
-from ..workspace import start_watcher, take_baseline
+from ..workspace import start_watcher
 
 
 class AttemptWatchers:
@@ -22,9 +22,6 @@ class AttemptWatchers:
         return self.shared and self.launch is None and bool(folders)
 
     def before_launch(self, session) -> None:
-        # before the harness can run anything: a few ms for a small folder, the cost of the
-        # session's first snapshot (which its first step would pay otherwise) for a large one
-        take_baseline(self.world, session.id, self.spec.cwd, self.opts.notice)
         self.launch = self._launch_info(session)
         folders = self._watch_dirs(session)
         if self._shared(folders):

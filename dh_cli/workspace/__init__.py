@@ -2,7 +2,6 @@
 
 What other code calls:
   start_watcher(world_path, wrapper, session, cwd, replay)  the supervisor, per attempt
-  take_baseline(world, session_id, cwd)                     the supervisor, before a session's first launch
   restore_workspace(world, session_id, cwd, ...)            resume and the worker, before relaunch
   unrecorded_changes(world, session_id, cwd)                the relaunch plan of a cut turn
   copy_workspace(src, dst, session_id)                      push and pull"""
@@ -24,16 +23,6 @@ def _enabled() -> bool:
         return False
 
 
-def take_baseline(world, session_id: str, cwd: str, notice=None) -> None:
-    """The folder as the session found it, before its harness first runs (a no-op once the
-    session has a snapshot): without it, a command the harness ran before it recorded the
-    call, cut together with dh before the first step's snapshot, left nothing to compare."""
-    if _enabled():
-        from .watch import baseline
-
-        baseline(world, session_id, cwd, notice)
-
-
 def unrecorded_changes(world, session_id: str, cwd: str) -> list[dict]:
     """How the folder differs from the snapshot of the session's last recorded step."""
     if not _enabled():
@@ -45,7 +34,8 @@ def unrecorded_changes(world, session_id: str, cwd: str) -> list[dict]:
 
 def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = None, notice=None,
                   committed=None):
-    """The snapshot thread for one attempt (a no-op when [workspace] enabled = false);
+    """The snapshot thread for one attempt (a no-op when [workspace] enabled = false), whose
+    first snapshot of a session is the folder as it found it, taken as the harness starts;
     committed: the live mirror's event, set when it logged records (else the thread polls)."""
     from .watch import WorkspaceWatcher, load_rules
 
