@@ -187,7 +187,9 @@ def unrecorded(world, session_id: str, cwd: str) -> list[dict]:
     step, a turn's end, or START), as restore.diff sees it: "deleted" is a file the folder
     has and that snapshot lacks. Files changed by the last recorded step, when its snapshot
     came after the harness stopped, are listed too: the model is told to check, never
-    to trust."""
+    to trust. The folder is read afresh (bench_workspace's 10,000 files: 0.2 s, against
+    0.07 s for the tree of the snapshot the attempt's end took, which `dh resume` after a
+    killed dh does not have)."""
     recorded = [s for s in store_for(world).snapshots(session_id) if s.reason != ATTEMPT_END]
     if not recorded or not os.path.isdir(cwd):
         return []
