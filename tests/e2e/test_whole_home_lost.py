@@ -8,7 +8,6 @@ for twice, no tool step runs twice, and no harness process is left."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 
@@ -17,26 +16,20 @@ import pytest
 from tests.helpers.real_runs import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TOOL_SCRIPT,
                                      launched_pid, leftover_processes, read, session_of, spawn_dh,
                                      wait_for_sleep, wait_until_logged)
+from tests.helpers.harness_home import lose_the_home
 from tests.rig import HARNESSES, SCRIPT
 
 R = SCRIPT["replies"]
 
 pytestmark = pytest.mark.e2e
 
-# What the harness keeps, relative to the test's HOME, and the files in it the test wrote.
-HOME_DIRS = {"claude-code": [".claude"], "codex": [".codex"], "pi": ["pi-agent"],
-             "opencode": [".local/share/opencode", ".local/state/opencode", ".cache/opencode"]}
+# the files in the harness's home the test wrote
 CONFIG = {"codex": [".codex/config.toml"], "pi": ["pi-agent/models.json"]}
 FINAL = "All done."
 
 
 def lose_the_whole_home(rig, harness: str) -> None:
-    kept = {rel: (rig.tmp / rel).read_bytes() for rel in CONFIG.get(harness, [])}
-    for rel in HOME_DIRS[harness]:
-        shutil.rmtree(rig.tmp / rel, ignore_errors=True)
-    for rel, data in kept.items():
-        (rig.tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        (rig.tmp / rel).write_bytes(data)
+    lose_the_home(rig.tmp, harness, CONFIG.get(harness, []))
 
 
 def kill_dh_and_harness(rig, dh) -> None:

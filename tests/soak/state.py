@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers.harness_home import lose_the_home as lose_home
+
 REPLIES = 9
 FINAL_TEXT = "All done."
 
@@ -25,8 +27,6 @@ SESSION_GLOBS = {"claude-code": [".claude/projects/**/*.jsonl"],
                  "pi": ["pi-agent/sessions/**/*.jsonl"]}
 OPENCODE_DB = ".local/share/opencode/opencode.db"
 # what the harness keeps, relative to HOME, and the config files in it the rig wrote
-HOME_DIRS = {"claude-code": [".claude"], "codex": [".codex"], "pi": ["pi-agent"],
-             "opencode": [".local/share/opencode", ".local/state/opencode", ".cache/opencode"]}
 CONFIG = {"codex": [".codex/config.toml"], "pi": ["pi-agent/models.json"],
           "claude-code": [".claude/.claude.json", ".claude/settings.json"]}  # the TUI's seed
 
@@ -103,10 +103,4 @@ def logged(rig, server) -> Snapshot:
 
 def lose_the_home(rig, harness: str) -> None:
     """Everything the harness keeps is deleted, but for the config files the rig wrote."""
-    kept = {rel: (rig.tmp / rel).read_bytes() for rel in CONFIG.get(harness, [])
-            if (rig.tmp / rel).exists()}
-    for rel in HOME_DIRS[harness]:
-        shutil.rmtree(rig.tmp / rel, ignore_errors=True)
-    for rel, data in kept.items():
-        (rig.tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        (rig.tmp / rel).write_bytes(data)
+    lose_home(rig.tmp, harness, CONFIG.get(harness, []))
