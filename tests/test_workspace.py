@@ -345,3 +345,42 @@ def test_secret_and_large_files_are_in_neither_the_log_nor_the_world(world, repo
     Snapshotter(permissive, session.id, str(repo), Rules(max_size=1 << 30, secrets=())).take("tool")
     assert holds(log_bytes(permissive), SECRET) and holds(log_bytes(permissive), b"large-file-marker-9191")
     permissive.close()
+
+
+def test_unrecorded_changes_name_what_the_folder_gained_lost_and_changed(tmp_path):
+    """The relaunch of a cut turn compares the folder with the last snapshot taken while the
+    harness ran; the one its attempt's end took (after the harness exited) never counts."""
+    from dh_cli.workspace import unrecorded_changes
+
+    world, cwd = LocalWorld(tmp_path / "dh.db"), tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "kept.txt").write_text("same\n")
+    (cwd / "edited.txt").write_text("one\n")
+    (cwd / "gone.txt").write_text("bye\n")
+    session = world.create_session("pi", home=str(tmp_path), harness_session_id="s")
+    snap = Snapshotter(world, session.id, str(cwd))
+    snap.take("start")
+    (cwd / "edited.txt").write_text("two\n")
+    (cwd / "gone.txt").unlink()
+    (cwd / "made.txt").write_text("new\n")
+    snap.take("attempt_end", 1)
+    changes = {c["path"]: c["status"] for c in unrecorded_changes(world, session.id, str(cwd))}
+    # restore.diff's view: "added" is what a restore would write back, "deleted" a new file
+    assert changes == {"edited.txt": "modified", "gone.txt": "added", "made.txt": "deleted"}
+
+
+def test_a_snapshot_that_cannot_be_read_leaves_the_relaunch_going_with_one_line(tmp_path):
+    from dh_cli.resume.plan import _unrecorded
+    from dh_cli.supervisor.spec import RunOptions
+
+    world, cwd = LocalWorld(tmp_path / "dh.db"), tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "a.txt").write_text("a\n")
+    session = world.create_session("pi", home=str(tmp_path), harness_session_id="s")
+    Snapshotter(world, session.id, str(cwd)).take("start")
+    world.conn.execute("DELETE FROM ws_objects")
+    world.conn.commit()
+    notices: list[str] = []
+    opts = RunOptions(cwd=str(cwd), env={}, notice=notices.append)
+    assert _unrecorded(world, session, str(cwd), opts) == []
+    assert len(notices) == 1 and notices[0].startswith(f"dh: could not compare {cwd} with")

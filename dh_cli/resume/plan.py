@@ -6,12 +6,13 @@ the next attempt from the session's wrapper. The Supervisor is handed a `Relaunc
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from dataclasses import dataclass, field, replace
 
 from .. import events
 from ..confine import check_native_id, place, settle
-from ..errors import NativeStateError
+from ..errors import DhError, NativeStateError
 from ..models import Session
 from ..util import scrub
 from ..supervisor import launch
@@ -102,7 +103,7 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
         check_native_id(wrapper, native_id)
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
     cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
-    changed = unrecorded_changes(world, session.id, spec.cwd) if cut else []
+    changed = _unrecorded(world, session, spec.cwd, opts) if cut else []
     text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut, changed=changed)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
@@ -133,6 +134,16 @@ def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], c
         for note in notes:
             opts.notice(f"dh: {note}")
     return "\n\n".join([opts.continue_prompt, *notes])
+
+
+def _unrecorded(world, session: Session, cwd: str, opts: RunOptions) -> list[dict]:
+    """The folder's changes since the last recorded step; a folder or snapshot that cannot
+    be read is said in one line and the turn goes on without the word."""
+    try:
+        return unrecorded_changes(world, session.id, cwd)
+    except (DhError, OSError, sqlite3.Error) as exc:
+        opts.notice(f"dh: could not compare {cwd} with the last recorded step's snapshot: {exc}")
+        return []
 
 
 def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-READS = {"start": "as the session found it", "turn_end": "turn end", "attempt_end": "attempt end"}
+READS = {"start": "as dh found it", "turn_end": "turn end", "attempt_end": "attempt end"}
 
 
 def snapshot_line(snap, turn: int | None = None) -> str:

@@ -27,7 +27,7 @@ NEW_RECORDS = (f'SELECT id, "offset", {STORED_RAW}, codec FROM records WHERE sou
 # a snapshot taken once the harness has exited: it holds whatever the harness did last,
 # recorded or not, so it is never the "last recorded step" a relaunch compares against
 ATTEMPT_END = "attempt_end"
-START = "start"  # the folder before the session's first launch
+START = "start"  # the folder when dh first watched it: as a session's first launch starts
 # seconds at least between two looks at the log for newly committed records: a step's
 # snapshot should hold the folder as that step left it, before the harness's next command
 # (a model round trip later: 0.1 s at the least in the fault soak) can change it; 20 looks
@@ -142,10 +142,11 @@ class WorkspaceWatcher:
             follower.steps()  # records from before this attempt were snapshotted then
             snapper = Snapshotter(world, self.session_id, self.cwd, self.rules)
             if snapper.store.last(self.session_id) is None:
-                # the folder as the session found it, taken beside the harness's start, not
-                # before it (20 files: 7 ms; a 10,000-file checkout: 1.6 s under load): its
-                # first command comes after a model call at the earliest
-                snapper.take(START)
+                # the folder as dh found it, taken beside the harness's start, not before it
+                # (20 files: 7 ms; a 10,000-file checkout: 1.6 s under load): its first
+                # command comes after a model call at the earliest. A session from before
+                # snapshots, or with none pulled, gets it at the turn it is in.
+                snapper.take(START, follower.turn or None)
             while not self._next_look():
                 self._take(snapper, follower)
             self._take(snapper, follower, last=True)
