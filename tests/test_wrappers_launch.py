@@ -505,6 +505,26 @@ def test_repair_export_closes_only_an_open_tool_part():
     assert not store_of(OPENCODE).session_files
 
 
+def test_a_part_closed_while_pending_gets_numbers_for_its_times(tmp_path):
+    """OpenCode writes a tool part `pending`, with no times, before it knows the input; dh
+    closing it wrote null times, which `opencode import` refuses (tests/e2e/
+    test_whole_home_lost.py runs the real one)."""
+    from dh_cli.wrappers.opencode_db import set_tool_error
+
+    db = tmp_path / "opencode.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE part (id TEXT, session_id TEXT, data TEXT)")
+        conn.execute("INSERT INTO part VALUES ('p1', 's1', ?)", [json.dumps(
+            {"type": "tool", "tool": "write", "callID": "c1",
+             "state": {"status": "pending", "input": {}, "raw": ""}})])
+    assert set_tool_error(db, "s1", "c1", TEXT)
+    with sqlite3.connect(db) as conn:
+        state = json.loads(conn.execute("SELECT data FROM part").fetchone()[0])["state"]
+    times = state["time"]
+    assert state["status"] == "error" and state["error"] == TEXT
+    assert all(isinstance(times[k], int) for k in ("start", "end")) and times["end"] >= times["start"]
+
+
 def test_drop_empty_assistant_removes_only_the_trailing_killed_step():
     killed = fixture_export("killed")
     assert [p["type"] for p in killed["messages"][-1]["parts"]] == ["step-start"]

@@ -19,7 +19,8 @@ from ..models import Session
 from .files import safe_target
 from ..wrappers.opencode_db import list_sessions
 from .opencode_export import build_export
-from ..wrappers.opencode_rows import drop_empty_assistant, latest_rows, row_data
+from ..wrappers.opencode_rows import (drop_empty_assistant, latest_rows, numbered_tool_times,
+                                      row_data)
 
 IMPORT_TIMEOUT = 120.0
 
@@ -77,6 +78,7 @@ def restore_opencode(world, session: Session, source, binary: list[str], env: di
         return None
     records = list(world.records(session.id, source.id))
     export = drop_empty_assistant(build_export(records, session.harness_session_id))
+    export = numbered_tool_times(export)  # rows an earlier dh closed while pending
     cwd = import_dir(session, records)
     if not os.path.isdir(cwd):
         raise NativeStateError(f"cannot restore OpenCode session {session.harness_session_id}: "

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import NativeStateError
+from .opencode_rows import error_state
 
 # (table, column that ties a row to a session) in the order rows are logged.
 SESSION_TABLES = [("session", "id"), ("message", "session_id"), ("part", "session_id"),
@@ -123,10 +124,7 @@ def set_tool_error(db: Path, session_id: str, call_id: str, text: str) -> bool:
             part = json.loads(data)
             if part.get("type") != "tool" or part.get("callID") != call_id:
                 continue
-            state = part.get("state") or {}
-            start = (state.get("time") or {}).get("start")
-            part["state"] = {"status": "error", "input": state.get("input") or {}, "error": text,
-                             "time": {"start": start, "end": start}}
+            part["state"] = error_state(part.get("state") or {}, text)
             with conn:
                 conn.execute("UPDATE part SET data = ? WHERE id = ?", [json.dumps(part), part_id])
             return True

@@ -70,7 +70,7 @@ def repair_export(export: dict, call_id: str, text: str) -> dict:
     for message in repaired.get("messages") or []:
         for part in message.get("parts") or []:
             if part.get("type") == "tool" and part.get("callID") == call_id and _open(part):
-                part["state"] = _error_state(part.get("state") or {}, text)
+                part["state"] = error_state(part.get("state") or {}, text)
     return repaired
 
 
@@ -81,13 +81,37 @@ def _open(part: dict) -> bool:
         (state.get("status") == "error" and bool(interrupted))
 
 
-def _error_state(state: dict, text: str) -> dict:
-    """OpenCode's error state; input and start time kept, the end stamped now if unknown."""
+def error_state(state: dict, text: str) -> dict:
+    """OpenCode's error state: input and start time kept, the end stamped now if unknown.
+    Both times must be numbers: a part closed while still `pending` has none, and
+    `opencode import` refuses a null one ("Expected number, got null at state.time.start",
+    1.18.33), so a session whose home is lost would not come back."""
     times = state.get("time") or {}
     now = time.time_ns() // 1_000_000
-    start = times.get("start", now)
+    start = _ms(times.get("start"), now)
     return {"status": "error", "input": state.get("input") or {}, "error": text,
-            "time": {"start": start, "end": times.get("end", max(now, start))}}
+            "time": {"start": start, "end": _ms(times.get("end"), max(now, start))}}
+
+
+def _ms(value, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def numbered_tool_times(export: dict) -> dict:
+    """The export (changed in place) with each closed tool part's missing times filled from
+    its message's creation: a log may hold parts an earlier dh closed while pending, with
+    null times, which `opencode import` refuses."""
+    for message in export.get("messages") or []:
+        created = _ms(((message.get("info") or {}).get("time") or {}).get("created"), 0)
+        for part in message.get("parts") or []:
+            state = part.get("state")
+            if part.get("type") != "tool" or not isinstance(state, dict) or \
+                    state.get("status") not in ("error", "completed"):
+                continue
+            times = state.get("time") if isinstance(state.get("time"), dict) else {}
+            start = _ms(times.get("start"), created)
+            state["time"] = {**times, "start": start, "end": _ms(times.get("end"), start)}
+    return export
 
 
 def drop_empty_assistant(export: dict) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,8 @@ from tests.helpers.real_runs import (RUN_TIMEOUT, SLOW_COMMAND, STALL_SCRIPT, TO
                                      wait_for_sleep, wait_until_logged)
 from tests.helpers.harness_home import lose_the_home
 from tests.rig import HARNESSES, SCRIPT
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 
 R = SCRIPT["replies"]
 
@@ -245,3 +248,40 @@ def test_side_state_comes_back_after_the_home_is_lost(real_rig, harness):
     resume_and_check(rig, harness, cut=2)
     after = claude_tasks(rig) if harness == "claude-code" else opencode_todos(rig)
     assert after == before
+
+
+def test_a_tool_part_closed_while_pending_comes_back_through_opencode_import(real_rig):
+    """OpenCode writes a tool part `pending` with no times before it knows the input; killed
+    then, dh closes it. The real `opencode import` refuses a null time ("Expected number, got
+    null at state.time.start"), so when the home was lost afterwards the session could not
+    come back: the fault soak's case 162 (seed 30). dh's closed part imports; so does a
+    part an earlier dh closed with null times, once the export fills them."""
+    import copy
+    import json
+    import subprocess
+
+    from dh_cli.wrappers.opencode_rows import error_state, numbered_tool_times
+
+    rig = real_rig(SCRIPT)
+    opencode = rig.env["DH_OPENCODE_BIN"].split()
+    exported = json.loads((FIXTURES / "opencode" / "killed" / "export.json").read_text())
+
+    def imports(state: dict, fill: bool = True) -> subprocess.CompletedProcess:
+        export = copy.deepcopy(exported)
+        tool = next(p for m in export["messages"] for p in m["parts"] if p["type"] == "tool")
+        tool["state"] = copy.deepcopy(state)
+        (rig.tmp / "x.json").write_text(json.dumps(numbered_tool_times(export) if fill else export))
+        for path in (rig.tmp / ".local/share/opencode").glob("opencode.db*"):
+            path.unlink()
+        return subprocess.run([*opencode, "import", str(rig.tmp / "x.json")], cwd=rig.proj,
+                              env=rig.env, capture_output=True, stdin=subprocess.DEVNULL,
+                              timeout=120)
+
+    pending = {"status": "pending", "input": {}, "raw": ""}
+    closed = imports(error_state(pending, "[dh] interrupted"), fill=False)
+    assert closed.returncode == 0, closed.stderr.decode()
+    null_times = {"status": "error", "input": {}, "error": "[dh] interrupted",
+                  "time": {"start": None, "end": None}}
+    assert imports(null_times).returncode == 0
+    refused = imports(null_times, fill=False)  # what the real program says without the fill
+    assert refused.returncode != 0 and b"Expected number" in refused.stdout + refused.stderr
