@@ -153,6 +153,37 @@ def test_dh_killed_while_a_quiet_harness_runs_costs_nothing(rig):
     check_dh_death_marked(rig, session.id)
 
 
+def test_dh_killed_after_the_turn_ended_leaves_no_crash(rig):
+    """dh killed while the harness, its turn over, has not yet exited (Codex's `exec` can
+    take seconds; the fault soak's case 0213, seed 30): nothing was cut, so the next
+    command marks the attempt finished with its exit unrecorded, and no view shows a crash."""
+    watch = HarnessWatch(str(rig.bin_dir))
+    proc = spawn_run(rig, "claude-code", env={"DH_FAKE_CRASH": "linger-at-end=5"})
+    world, session = wait_until(lambda: _with_final_answer(rig), "the final answer in the log", 60)
+    kill(proc)
+    watch.wait_gone()
+    resumed = rig.dh("resume", session.id, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert watch.stop() == 1
+    shown = json.loads(rig.dh("log", "show", session.id, "--json").stdout)
+    ended = [(e["attempt"], e["details"]["outcome"]) for e in shown["events"]
+             if e["details"].get("exit_unrecorded")]
+    assert ended == [(1, "finished")]
+    assert not [e for e in shown["events"] if e["details"].get("dh_killed")]
+    assert not [i for i in shown["items"] if i["type"] == "crash"]
+    assert rig.server.rebilled() == 0
+
+
+def _with_final_answer(rig):
+    try:
+        world, session = the_session(rig)
+    except ValueError:  # no session yet
+        return None
+    if any(b"All done." in (r.raw or b"") for r in world.records(session.id)):
+        return world, session
+    return None
+
+
 # around a crash of the harness: exit logged, repair, relaunch ----------------------------------
 POINTS = [("exited", 1), ("state:BACKOFF", 1), ("resume", 1), ("repair", 1), ("repaired", 1),
           ("resume_plan", 1), ("launch", 2), ("launched", 2)]
@@ -275,7 +306,10 @@ def test_a_folder_changed_before_the_first_step_is_told_to_the_model(tmp_path):
         watch = HarnessWatch(str(rig.bin_dir))
         proc = spawn_run(rig, "claude-code")
         server.wait_for(lambda log: any(e.get("reply_index") == 0 for e in log), timeout=30)
-        assert snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db", "start") == 1
+        # taken beside the harness's start: it may come after the first request, never
+        # after the reply (3 s late here) that a command would need
+        wait_until(lambda: snapshots_in(Path(rig.env["DH_HOME"]) / "dh.db", "start") == 1,
+                   "the start snapshot", 3)
         kill(proc)
         watch.wait_gone()
         (rig.proj / "made.txt").write_text("by a command no record holds\n")

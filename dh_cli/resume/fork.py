@@ -69,7 +69,7 @@ def _ready_on_disk(world, wrapper, session: Session) -> tuple[Session, bool]:
     first), under S's locks; (S as the log has it now, whether its last turn was cut)."""
     with launch.held(world, wrapper, session):
         launch.check_previous_attempt(world, session)
-        launch.mark_unended_attempt(world, session)
+        launch.mark_unended_attempt(world, session, _complete(world, wrapper, session))
         session = prepare_sync(world, wrapper, session, launch=launch.since_created(session))
         sources = world.sources(session.id)
         if not sources or world.record_count(session.id) == 0:
@@ -77,3 +77,10 @@ def _ready_on_disk(world, wrapper, session: Session) -> tuple[Session, bool]:
         restore_files(world, session, Prepared())
         state = wrapper.turn_state(current_turn(world, session, sources[0]))
         return world.get_session(session.id), not state.complete
+
+
+def _complete(world, wrapper, session: Session) -> bool:
+    """Whether the log's current turn is complete (False with no source yet): asked before
+    what the harness wrote after dh's death is logged, it says whether dh's death cut it."""
+    sources = world.sources(session.id)
+    return bool(sources) and wrapper.turn_state(current_turn(world, session, sources[0])).complete

@@ -205,7 +205,8 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
                       headless, not headless and sys.stdin.isatty(), foreign=foreign)
     with launch.held(world, wrapper, session):
         launch.check_previous_attempt(world, session)
-        launch.mark_unended_attempt(world, session)
+        launch.mark_unended_attempt(world, session,
+                                    Relauncher(world, wrapper, opts).turn_complete(session))
         session, spec = _relocated(world, wrapper, session, opts, spec, move_to, rehome)
         # What the harness wrote while no dh mirrored it (dh was killed), including files the
         # log does not know yet: found by the session's native id or path (or, when dh died

@@ -185,10 +185,13 @@ def check_previous_attempt(world, session: Session) -> None:
                 hint="wait for it to exit, or stop it, then resume")
 
 
-def mark_unended_attempt(world, session: Session) -> None:
+def mark_unended_attempt(world, session: Session, turn_complete: bool) -> None:
     """An attempt with a launch and no end was cut by dh's own death (SIGKILL, a lost
     machine): no handler of dh's could write how it ended. Before anything goes on, the log
-    says so, once, so that its views show that crash where it happened."""
+    says so, once: a crash where it happened, unless the log's turn was already complete
+    when dh died (`turn_complete`, asked before what the harness wrote since is logged):
+    then dh died while the harness was closing and nothing was cut (Codex's `exec` takes
+    up to seconds to exit after its turn)."""
     attempt, last_state = None, "RUNNING"
     for event in world.events(session.id):
         if event.type == events.LAUNCHED:
@@ -199,10 +202,16 @@ def mark_unended_attempt(world, session: Session) -> None:
                 attempt = None
         elif event.type == events.EXITED:
             attempt = None
-    if attempt is not None:
-        events.add(world, session.id, events.state(
-            last_state, "EXITED", "dh was killed while the harness ran; how it ended was never "
-            "recorded", outcome="crashed", dh_killed=True), attempt)
+    if attempt is None:
+        return
+    if turn_complete:
+        event = events.state(last_state, "EXITED", "dh was killed after the harness finished "
+                             "its turn; how the harness exited was never recorded",
+                             outcome="finished", exit_unrecorded=True)
+    else:
+        event = events.state(last_state, "EXITED", "dh was killed while the harness ran; how "
+                             "it ended was never recorded", outcome="crashed", dh_killed=True)
+    events.add(world, session.id, event, attempt)
 
 
 def since_created(session: Session) -> Launch | None:

@@ -787,6 +787,7 @@ def headless(agent: Claude, prompt: str | None) -> int:
     agent.out.init(agent.cwd, model, agent.mode)
     result = agent.run_turn(prompt)
     agent.out.result(result)
+    agent.plan.turn_ended()
     return 1 if result.error else 0
 
 

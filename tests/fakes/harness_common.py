@@ -14,6 +14,8 @@ what they share:
   ``during-tool=N``     SIGKILL self while the N-th tool command runs
   ``during-model=N``    SIGKILL self on the first streamed event of model call N
   ``hang-model=N``      sleep forever on the first streamed event of model call N
+  ``linger-at-end=S``   sleep S seconds once the turn's last record is written, then exit
+                        (a harness slow to exit after its turn: Codex's `exec` takes seconds)
 
 * ``write_record`` -- append one native record line, honouring the plan.
 * ``run_shell`` -- run a tool command in its own process group, like the real
@@ -40,7 +42,8 @@ from typing import Iterator
 
 CRASH_ENV = "DH_FAKE_CRASH"
 CRASH_ONCE_ENV = "DH_FAKE_CRASH_ONCE"
-KINDS = ("at-start", "after-record", "mid-record", "during-tool", "during-model", "hang-model")
+KINDS = ("at-start", "after-record", "mid-record", "during-tool", "during-model", "hang-model",
+         "linger-at-end")
 
 
 class CrashPlan:
@@ -108,6 +111,12 @@ class CrashPlan:
             self._mark()
             while True:
                 time.sleep(3600)
+
+
+    def turn_ended(self) -> None:
+        if self.armed("linger-at-end"):
+            self._mark()
+            time.sleep(self.specs["linger-at-end"])
 
 
 def parse_specs(text: str) -> dict[str, int]:
