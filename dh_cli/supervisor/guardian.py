@@ -1,10 +1,12 @@
 """What outlives a SIGKILLed dh to clean up after it, since no handler of dh's runs then.
 
-The harness itself dies with dh (PR_SET_PDEATHSIG), but not what it started in sessions of
-its own: Codex's TUI runs its agent in an app-server daemon, which, with dh and the TUI
-killed mid-turn, went on alone (seen with 0.171.0: it ran the shell command, asked the model
-for the three remaining replies and wrote them to the rollout, while no dh mirrored it and a
-`dh resume` would have repaired that rollout under it). dh ends such parts when the harness
+The harness in a terminal dies with dh (its pty hangs up); a headless one runs on until it
+writes to dh's closed pipe or ends its turn (`dh resume` refuses while it lives). What it
+started in sessions of its own does not die: Codex's TUI runs its agent in an app-server
+daemon, which, with dh and the TUI killed mid-turn, went on alone (seen with 0.171.0: it ran
+the shell command, asked the model for the three remaining replies and wrote them to the
+rollout, while no dh mirrored it and a `dh resume` would have repaired that rollout under
+it). dh ends such parts when the harness
 dies (tools.py); the guardian does the same when dh dies. And a killed dh leaves the user's
 terminal raw, cursor hidden: the guardian puts it back.
 
