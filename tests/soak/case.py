@@ -57,12 +57,15 @@ class Outcome:
     case: Case
     kills_made: int = 0
     cuts: int = 0  # kills made while the harness ran (one ending its turn leaves no crash)
+    # of those, kills after the harness had written the turn's final answer: the turn was
+    # over, so dh may mark them or not (it marks none when its log held the whole turn)
+    late: int = 0
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"case": self.case.name, **self.case.to_dict(), "kills_made": self.kills_made,
-                "cuts": self.cuts, "violations": self.violations, "seconds": round(self.seconds, 1)}
+                "cuts": self.cuts, "late": self.late, "violations": self.violations, "seconds": round(self.seconds, 1)}
 
 
 class Runner:
@@ -91,9 +94,11 @@ class Runner:
                     break  # the harness had ended its turn and exited: nothing to kill
                 outcome.kills_made += 1
                 outcome.cuts += cut
+                outcome.late += cut and state.REPLIES - 1 in self.snapshots[-1].kept
             outcome.violations += self._finish()
             outcome.violations += checks.check_all(self.rig, self.harness, self.snapshots,
-                                                   outcome.cuts, EXPECTED_LINES, WRITTEN, FINAL)
+                                                   (outcome.cuts, outcome.late), EXPECTED_LINES,
+                                                   WRITTEN, FINAL)
         except Exception:  # noqa: BLE001 - a soak reports every failure as a violation
             outcome.violations.append("error: " + traceback.format_exc(limit=6)[-1500:])
         finally:

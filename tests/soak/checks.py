@@ -36,8 +36,10 @@ def session_id(rig) -> str:
         world.close()
 
 
-def check_all(rig, harness: str, snapshots: list[Snapshot], cuts: int, lines: list[str],
-              written: dict[str, str], final: str) -> list[str]:
+def check_all(rig, harness: str, snapshots: list[Snapshot], cuts: tuple[int, int],
+              lines: list[str], written: dict[str, str], final: str) -> list[str]:
+    """cuts: (kills that met a running harness, how many of them came after it had written
+    the turn's final answer)."""
     found = check_paid_once(rig.server, snapshots)
     found += check_files(rig, lines, written, lost_replies(snapshots))
     found += _guarded(check_log_holds_every_record_once, rig, harness)
@@ -132,13 +134,16 @@ def last_user_text(body) -> str:
                      if isinstance(part, dict) and part.get("type") in ("text", "input_text"))
 
 
-def check_crashes_marked(rig, kills: int, final: str) -> list[str]:
-    """kills: those that cut a running harness."""
+def check_crashes_marked(rig, cuts: tuple[int, int], final: str) -> list[str]:
+    """cuts: as check_all has them; a kill after the final answer was written cut no turn,
+    and dh marks it only if its log did not yet hold the whole turn when it died."""
     found = []
     shown = _log_show(rig, session_id(rig))
     marks = [m for m in timeline(shown["events"]) if m["kind"] == "crash"]
-    if len(marks) != kills:
-        found.append(f"{kills} kill(s) but {len(marks)} crash mark(s): {[m['label'] for m in marks]}")
+    kills, late = cuts
+    if not kills - late <= len(marks) <= kills:
+        found.append(f"{kills} kill(s) ({late} after the final answer) but {len(marks)} crash "
+                     f"mark(s): {[m['label'] for m in marks]}")
     shown_at = sorted(i["at"] for i in shown["items"] if i["type"] == "crash" and i.get("at"))
     if shown_at != sorted(m["at"] for m in marks):
         found.append(f"crashes at {sorted(m['at'] for m in marks)}, dh log show has {shown_at}")
