@@ -110,8 +110,10 @@ class Runner:
 
     def _keep_evidence(self, outcome: Outcome) -> None:
         """What a failing case's reader needs: the violations, the kills' snapshots and the
-        model server's log (without the request bodies)."""
-        log = [{k: v for k, v in e.items() if k != "body"} for e in self.rig.server.log]
+        model server's log (of each request body, only the text of its last user turn)."""
+        log = [{k: v for k, v in e.items() if k != "body"}
+               | ({"last_user": checks.last_user_text(e["body"])[:2000]} if "body" in e else {})
+               for e in self.rig.server.log]
         (self.tmp / "soak-case.json").write_text(json.dumps({
             **outcome.to_dict(), "snapshots": [vars(s) | {"kept": sorted(s.kept), "in_flight": sorted(s.in_flight)}
                           for s in self.snapshots],

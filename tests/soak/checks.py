@@ -121,13 +121,20 @@ def warned_deliveries(server, index: int) -> int:
 
 
 def last_user_text(body) -> str:
-    """The text of the request's last message if the user's (Anthropic Messages, OpenAI
-    Responses and Chat Completions shapes)."""
+    """The text of the request's last user turn: every user message after the last other
+    one (Anthropic Messages, OpenAI Responses and Chat Completions shapes). Claude Code
+    2.1.332 may send its own user message after the prompt ("The date has changed…", seen
+    when a soak crossed midnight), so the prompt is not always the last message."""
     items = (body or {}).get("messages") or (body or {}).get("input") or []
-    last = items[-1] if isinstance(items, list) and items else {}
-    if not isinstance(last, dict) or last.get("role") != "user":
-        return ""
-    content = last.get("content")
+    trailing: list[dict] = []
+    for item in reversed(items if isinstance(items, list) else []):
+        if not isinstance(item, dict) or item.get("role") != "user":
+            break
+        trailing.insert(0, item)
+    return "\n".join(_text(item.get("content")) for item in trailing)
+
+
+def _text(content) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(part.get("text", "")) for part in content or []
