@@ -13,6 +13,9 @@ class _NoWatcher:
     def stop(self) -> None:
         pass
 
+    def wait_for_start(self, timeout: float) -> None:
+        pass
+
 
 def _enabled() -> bool:
     try:

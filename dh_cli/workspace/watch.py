@@ -120,10 +120,14 @@ class WorkspaceWatcher:
         self.thread = threading.Thread(target=self._run, name="dh-workspace", daemon=True)
         self.taken = 0
         self.error: BaseException | None = None
+        self.started = threading.Event()  # the session's first snapshot is taken (or not needed)
 
     def start(self) -> "WorkspaceWatcher":
         self.thread.start()
         return self
+
+    def wait_for_start(self, timeout: float) -> None:
+        self.started.wait(timeout)
 
     def stop(self) -> None:
         """After the attempt: one last look at the records, a snapshot if they call for one."""
@@ -142,11 +146,11 @@ class WorkspaceWatcher:
             follower.steps()  # records from before this attempt were snapshotted then
             snapper = Snapshotter(world, self.session_id, self.cwd, self.rules)
             if snapper.store.last(self.session_id) is None:
-                # the folder as dh found it, taken beside the harness's start, not before it
-                # (20 files: 7 ms; a 10,000-file checkout: 1.6 s under load): its first
-                # command comes after a model call at the earliest. A session from before
-                # snapshots, or with none pulled, gets it at the turn it is in.
+                # the folder as dh found it; the launch waits for it a bounded while
+                # (supervisor/watchers.py START_WAIT). A session from before snapshots, or
+                # with none pulled, gets it at the turn it is in.
                 snapper.take(START, follower.turn or None)
+            self.started.set()
             while not self._next_look():
                 self._take(snapper, follower)
             self._take(snapper, follower, last=True)
@@ -155,6 +159,7 @@ class WorkspaceWatcher:
             self.error = exc
             self.notice(f"dh: workspace snapshots stopped for session {self.session_id}: {exc}")
         finally:
+            self.started.set()
             if world is not None:
                 world.close()
 
