@@ -23,7 +23,10 @@ pytestmark = pytest.mark.e2e
 # tool step is on disk)
 TUI = {"codex": ("Ask Codex to do anything", "tool_result"),
        "opencode": ("Ask anything", "tool_call")}
-FIRST_STALLED = {"replies": [dict(SCRIPT["replies"][0], delay_s=60, delay_times=1),
+# Stalled before its headers: `opencode run` prints a `step_start` line (with the session
+# id) as soon as the first frame of a stream arrives.
+FIRST_STALLED = {"replies": [dict(SCRIPT["replies"][0], delay_s=60, delay_times=1,
+                                  stall_at="headers"),
                              *SCRIPT["replies"][1:]]}
 
 
