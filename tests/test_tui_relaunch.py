@@ -35,9 +35,9 @@ CLAUDE_CUT_TEXT = {"type": "assistant", "uuid": "a2", "message": {
     "content": [{"type": "text", "text": "Now I will"}]}}
 
 
-def claude_resume(rows, prompt=PROMPT):
+def claude_resume(rows, prompt=PROMPT, notes=False):
     return get("claude-code").interactive_resume(["--dangerously-skip-permissions", "--session-id", SID],
-                                                 SID, None, prompt, records(*rows))
+                                                 SID, None, prompt, records(*rows), notes=notes)
 
 
 def test_claude_continues_a_turn_cut_after_a_user_row_itself():
@@ -49,6 +49,19 @@ def test_claude_continues_a_turn_cut_after_a_user_row_itself():
 
 def test_claude_cut_in_its_prompt_row_is_resent_by_claude():
     assert claude_resume([CLAUDE_PROMPT]).continues == "harness"
+
+
+def test_claude_cut_in_its_prompt_row_gets_dh_notes_in_argv():
+    """Claude resends a cut prompt row and never the continue text: dh's word on a change no
+    record holds rides in argv, with Claude's own continuation off (one, never two)."""
+    plan = claude_resume([CLAUDE_PROMPT], notes=True)
+    assert plan.continues == "prompt" and plan.argv[-1] == PROMPT
+    assert plan.env == {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
+
+
+def test_claude_cut_after_a_tool_result_takes_dh_notes_as_its_continue_text():
+    plan = claude_resume([CLAUDE_PROMPT, CLAUDE_CALL, CLAUDE_RESULT], notes=True)
+    assert plan.continues == "harness" and plan.env["CLAUDE_CODE_RESUME_PROMPT"] == PROMPT
 
 
 def test_claude_cut_after_an_assistant_row_gets_dh_prompt_and_no_auto_resume():

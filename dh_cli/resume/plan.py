@@ -109,7 +109,8 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
     records = current_turn(world, session, world.sources(session.id)[0])
-    tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records)
+    tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records,
+                                     notes=bool(prepared.unlogged or changed))
     return _from_wrapper("resume", tui, **done)
 
 

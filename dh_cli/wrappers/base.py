@@ -288,10 +288,11 @@ class Wrapper:
         raise NotImplementedError
 
     def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
-                           prompt: str | None, records: list[Record]) -> Relaunch:
+                           prompt: str | None, records: list[Record], notes: bool = False) -> Relaunch:
         """The relaunch of a TUI killed mid-turn. `prompt` is dh's continuation prompt when
         the turn was cut (None when it was complete); `records` are the current turn's, as
-        repaired. By default the prompt rides in argv, the way each TUI takes a first
+        repaired; `notes` says the prompt carries word the model must get (a command or a
+        file change no record holds), not only the continue text. By default the prompt rides in argv, the way each TUI takes a first
         message (a positional word, or a flag), so the turn goes on with no keystroke."""
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")

@@ -345,16 +345,18 @@ class ClaudeWrapper(Wrapper):
         return [*flags, f"--resume={native_id}", "--fork-session", *prompt_tail(prompt)]
 
     def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
-                           prompt: str | None, records: list[Record]) -> Relaunch:
+                           prompt: str | None, records: list[Record], notes: bool = False) -> Relaunch:
         """Claude Code's TUI continues a cut turn itself when CLAUDE_CODE_RESUME_INTERRUPTED_TURN
         is set (its own crash-respawn path, in 2.1.197 and 2.1.332): when the transcript ends
         in a user row — a tool result, dh's repair, or the prompt itself — it sends the
         continue text (CLAUDE_CODE_RESUME_PROMPT, so dh's wording) or the cut prompt as the
         first message, and writes no extra "No response requested." row. dh then passes no
-        prompt of its own: one continuation, never two. A transcript ending in an assistant
-        row cut short is not an interrupted turn to Claude; there the prompt goes in argv.
-        The variable is unset whenever dh does not want it, so a user's own export of it
-        cannot continue a turn a second time."""
+        prompt of its own: one continuation, never two. After a prompt row Claude sends that
+        prompt again and never the continue text, so when dh has notes for the model
+        (`notes`: a command or a file change no record holds) they go in argv instead. A
+        transcript ending in an assistant row cut short is not an interrupted turn to
+        Claude; there the prompt goes in argv too. The variable is unset whenever dh does
+        not want it, so a user's own export of it cannot continue a turn a second time."""
         if not self._holds_conversation(records):
             return self.restart_unstarted(original, native_id, native_path) or \
                 Relaunch(list(original), dict(OFF))
@@ -365,7 +367,8 @@ class ClaudeWrapper(Wrapper):
             if typed:  # typed after the last turn, cut before it reached the transcript
                 return Relaunch([*argv, *prompt_tail(typed)], off, "prompt", note=RESENT)
             return Relaunch(argv, off)
-        if self._ends_in_user_row(records):
+        last = self._last_turn_row(records)
+        if last == "tool_result" or (last == "user" and not notes):
             return Relaunch(argv, {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": "1",
                                    "CLAUDE_CODE_RESUME_PROMPT": prompt}, "harness")
         return Relaunch([*argv, *prompt_tail(prompt)], off, "prompt")
@@ -395,10 +398,12 @@ class ClaudeWrapper(Wrapper):
     def _holds_conversation(self, records: list[Record]) -> bool:
         return any(self.parse(r.raw).kind in CONVERSATION_KINDS for r in records)
 
-    def _ends_in_user_row(self, records: list[Record]) -> bool:
+    def _last_turn_row(self, records: list[Record]) -> str | None:
+        """The kind of the conversation's last row ("user", "tool_result", "assistant",
+        "tool_call"); None when there is none or the harness made it up (synthetic)."""
         rows = [p for p in self.conversation(records) if p.kind in ("user", "tool_result", "assistant",
                                                                      "tool_call")]
-        return bool(rows) and rows[-1].kind in ("user", "tool_result") and not rows[-1].synthetic
+        return rows[-1].kind if rows and not rows[-1].synthetic else None
 
     # the harness's tool commands -----------------------------------------------------
     def tool_command(self, argv: list[str]) -> str:

@@ -313,7 +313,7 @@ class OpenCodeWrapper(Wrapper):
                 *tui_prompt]
 
     def interactive_resume(self, original: list[str], native_id: str, native_path: str | None,
-                           prompt: str | None, records: list[Record]) -> Relaunch:
+                           prompt: str | None, records: list[Record], notes: bool = False) -> Relaunch:
         """The 1.18.33 TUI takes `--prompt` only for a new session: with `--session <id>` it
         opened the session with an empty composer and sent nothing (seen). So the TUI is
         resumed with no prompt and dh types the continuation into it once its footer

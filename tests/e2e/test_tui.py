@@ -13,6 +13,7 @@ Then the harness's own quit ends dh with no relaunch, and the session says `fini
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import struct
@@ -24,6 +25,7 @@ import pytest
 
 from tests.fakes.model_server import tool_results
 from tests.rig import SCRIPT
+from tests.soak.checks import last_user_text
 
 from tests.helpers.real_runs import (MAY_HAVE_RUN, R, SLOW_COMMAND, check_no_rebilling, events,
                                      launched_pid, logged, read, session_of)
@@ -389,3 +391,34 @@ def kill_in_the_window(rig, tui: Tui, point: str) -> str | None:
         return None
     assert point == "prompt in history" or startup_rows_only(rig)
     return native_id
+
+
+def test_tui_claude_cut_in_its_prompt_row_gets_dh_word_on_a_changed_folder(real_rig, installed):
+    """Killed while its first reply is stalled, Claude Code's transcript ends in the prompt
+    row; a file no record explains appeared meanwhile (a command Claude ran before it wrote
+    the call, made here by hand). Relaunched with its own continuation, Claude sends the cut
+    prompt again and never dh's text: dh's word on the file must reach the model anyway,
+    and the turn completes with no keystroke and nothing paid twice."""
+    rig = real_tui_rig(real_rig, installed, "claude-code", EARLY_SCRIPT)
+    tui = start(rig, "claude-code")
+    try:
+        tui.until(lambda: tui.on_screen(TUI["claude-code"][1]), what="the editor")
+        tui.quiet()
+        tui.submit(PROMPT, served(rig, 0))
+        tui.until(lambda: any(r.get("type") == "user" for r in transcript_rows(rig))
+                  and logged(rig, "user") >= 1, what="the prompt row, logged")
+        (rig.proj / "made-by-hand.txt").write_text("unrecorded\n")
+        os.killpg(launched_pid(rig), signal.SIGKILL)
+        tui.until(lambda: tui.at_notice is not None, what="dh's notice")
+        tui.until(served(rig, 3, "response_done"), what="the final reply")
+        tui.until(lambda: tui.on_screen("All done."), what="the final answer on screen")
+        check_quit(tui, rig, "claude-code")
+    finally:
+        tui.close()
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    asked_again = [r for r in rig.server.main_requests() if r.get("reply_index") == 0][1]
+    told = last_user_text(asked_again["body"])
+    assert "made-by-hand.txt" in told, told
+    assert PROMPT in json.dumps(asked_again["body"]["messages"])  # the cut prompt is still there
+    assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
