@@ -183,3 +183,16 @@ def test_ready_mark_split_across_reads_is_seen():
     assert child.ready_at is None
     child._see_ready(b"+p commands")
     assert child.ready_at is not None
+
+
+def test_pi_killed_before_its_first_answer_says_the_typed_prompt_is_lost():
+    """Pi writes no file before its first answer and keeps typed prompts in memory only: the
+    original command comes back, with a line telling the user to type the prompt again."""
+    args = ["--provider", "mock", "--session", "/s.jsonl"]
+    plan = get("pi").restart_unstarted(args, None, "/s.jsonl")
+    assert plan.argv == args and plan.continues == "none"
+    assert plan.note and "type it again" in plan.note and "pi's files" in plan.note
+
+
+def test_pi_killed_before_its_first_answer_with_the_prompt_in_argv_runs_it_again():
+    assert get("pi").restart_unstarted(["--provider", "mock", "Create the files."], None, None) is None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..models import Record
 from .common import json_objects
+from .relaunch import typed_prompt_lost
 
 
 def project_slug(cwd: str) -> str:
@@ -25,8 +26,7 @@ NOT_PROMPTS = ("/", "!", "#")
 HISTORY_TAIL = 1 << 20  # the newest MiB of it is read: the prompt looked for is minutes old
 RESENT = ("the prompt typed before the kill had not reached claude-code's transcript; "
           "dh sends it again (from claude-code's prompt history)")
-LOST = ("no prompt of this session had reached claude-code's files; anything typed "
-        "before the kill is lost: type it again")
+LOST = typed_prompt_lost("claude-code")
 
 
 def clear_startup_only(path: Path) -> bool:

@@ -32,11 +32,13 @@ from pathlib import Path
 from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from ..tokens import counts
-from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, regular_file, text_of
+from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, regular_file,
+                   text_of)
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 from .identity import modified_since
 from .limits import Limit, api_limit_kind, limit, wait_told
+from .relaunch import typed_prompt_lost
 
 FINAL_STOPS = {"stop", "length"}
 VALUE_FLAGS = frozenset({
@@ -232,6 +234,18 @@ class PiWrapper(Wrapper):
         flags = headless_flags(groups, SESSION_FLAGS, headless)
         session = str(native_path) if native_path else native_id
         return [*flags, "--session", session, *([prompt] if prompt else [])]
+
+    def restart_unstarted(self, original: list[str], native_id: str | None,
+                          native_path: str | None) -> Relaunch | None:
+        """Pi writes nothing before its first answer is complete (0.73.1 and newer): a TUI
+        killed during its first model call leaves no file, and the prompt typed into its
+        editor is nowhere dh can read (Pi keeps its prompt history in memory). A prompt in
+        argv goes again with the original command; a typed one is lost, and dh says so
+        rather than leave the user before an idle editor."""
+        _, words = parse_argv(original, self.value_flags)
+        if words:
+            return None
+        return Relaunch(list(original), note=typed_prompt_lost(self.name))
 
     def fork_copy(self, native_path: str | None, home: Path, cwd: str) -> Path | None:
         """What `pi --fork <file>` writes (SessionManager.forkFrom, 0.73.1): a new header (new

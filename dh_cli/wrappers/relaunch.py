@@ -20,3 +20,10 @@ class Relaunch:
     typed: str | None = None  # that is once `ready` was in its output
     ready: bytes | None = None
     note: str | None = None
+
+
+def typed_prompt_lost(harness: str) -> str:
+    """The note for a TUI killed before any prompt reached its files, with none in argv:
+    whatever the user typed is nowhere dh can read it."""
+    return (f"no prompt of this session had reached {harness}'s files; anything typed "
+            "before the kill is lost: type it again")

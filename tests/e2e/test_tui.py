@@ -422,3 +422,36 @@ def test_tui_claude_cut_in_its_prompt_row_gets_dh_word_on_a_changed_folder(real_
     assert "made-by-hand.txt" in told, told
     assert PROMPT in json.dumps(asked_again["body"]["messages"])  # the cut prompt is still there
     assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
+
+
+@pytest.mark.harnesses("pi")
+def test_tui_pi_killed_before_its_first_answer_asks_for_the_prompt_again(real_rig, installed):
+    """Pi 0.73.1 writes no file before its first answer, and keeps what was typed in memory:
+    killed while that answer is stalled, the prompt is gone. dh relaunches Pi and says, in
+    one line under its notice, that the prompt must be typed again; typed again, the turn
+    completes and nothing is paid twice (the cut request was never answered). The newest Pi
+    writes the prompt before it asks the model: there the turn goes on with no keystroke."""
+    rig = real_tui_rig(real_rig, installed, "pi", EARLY_SCRIPT)
+    tui = start(rig, "pi")
+    try:
+        tui.until(lambda: tui.on_screen(TUI["pi"][1]), what="the editor")
+        tui.quiet()
+        tui.submit(PROMPT, served(rig, 0))
+        saved = session_of(rig)["records"]
+        assert (saved == 0) == (installed.version_set == "pinned"), saved
+        os.killpg(launched_pid(rig), signal.SIGKILL)
+        tui.until(lambda: [e.type for e in events(rig)].count("launched") == 2, what="the relaunch")
+        if not saved:
+            tui.until(lambda: b"type it again" in tui.raw, what="dh's line on the lost prompt")
+            tui.until(lambda: tui.on_screen(TUI["pi"][1]), what="the editor again")
+            tui.quiet()
+            tui.submit(PROMPT, lambda: len(rig.server.main_requests()) >= 2)
+        tui.until(served(rig, 3, "response_done"), what="the final reply")
+        tui.until(lambda: tui.on_screen("All done."), what="the final answer on screen")
+        check_quit(tui, rig, "pi")
+    finally:
+        tui.close()
+    assert (b"type it again" in tui.raw) == (not saved)
+    check_no_rebilling(rig)
+    assert rig.server.completed_counts() == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert read(rig.proj / "steps.log") == "step0\n" and read(rig.proj / "a.txt") == "alpha\n"
