@@ -11,10 +11,16 @@ from tests.helpers.real_runs import RUN_TIMEOUT
 
 from . import checks
 
+# dh's line when a prompt typed before a kill reached none of the harness's files (Pi 0.73.1
+# writes nothing before its first answer): a person types it again
+LOST_LINE = b"type it again"
+
 
 class TuiSession:
-    def __init__(self, rig, harness: str, version_set: str, command: list[str] | None = None):
+    def __init__(self, rig, harness: str, version_set: str, command: list[str] | None = None,
+                 prompt: str | None = None):
         self.rig, self.harness, self.version_set = rig, harness, version_set
+        self.prompt, self.retyped = prompt, 0
         if command is None:
             self._seed()
         self.tui = Tui(rig, harness, TUI[harness][0], command=command)
@@ -36,12 +42,25 @@ class TuiSession:
 
     def idle(self, seconds: float) -> None:
         self.tui.idle(seconds)
+        self.retype_if_lost()
+
+    def retype_if_lost(self) -> bool:
+        """Type the prompt again once for each time dh said it was lost; False (so it can
+        sit in a wait's condition)."""
+        if self.prompt and self.tui.raw.count(LOST_LINE) > self.retyped:
+            self.retyped += 1
+            asked = len(self.rig.server.main_requests())
+            self.tui.until(lambda: self.tui.on_screen(TUI[self.harness][1]), what="the editor")
+            self.tui.quiet()
+            self.tui.submit(self.prompt, lambda: len(self.rig.server.main_requests()) > asked)
+        return False
 
     def final_shown(self, final: str) -> bool:
         return self.tui.on_screen(final)
 
     def start_and_type(self, prompt: str) -> None:
         """Type once the editor is ready and the screen still, and until the model saw it."""
+        self.prompt = prompt
         self.tui.until(lambda: self.tui.on_screen(TUI[self.harness][1]), what="the editor")
         self.tui.quiet()
         self.tui.submit(prompt, lambda: bool(self.rig.server.main_requests()))
@@ -57,12 +76,13 @@ class TuiSession:
         """At a terminal dh asks whether to restore the folder to the session's last
         snapshot; the files are as the cut turn's tools left them, so the answer is keep."""
         return TuiSession(self.rig, self.harness, self.version_set,
-                          command=["resume", session, "--workspace", "keep"])
+                          command=["resume", session, "--workspace", "keep"], prompt=self.prompt)
 
     def finish(self, final: str) -> list[str]:
         """Wait for the final answer on screen and in the log, then quit the TUI its own way."""
         try:
-            self.tui.until(lambda: self.final_shown(final) and _final_logged(self.rig, final),
+            self.tui.until(lambda: self.retype_if_lost() or
+                           (self.final_shown(final) and _final_logged(self.rig, final)),
                            timeout=RUN_TIMEOUT, what="the final answer")
         except AssertionError as exc:
             return [f"tui: {str(exc)[-600:]}"]
