@@ -393,18 +393,28 @@ def kill_in_the_window(rig, tui: Tui, point: str) -> str | None:
     return native_id
 
 
+def typed_into_a_stalled_reply(real_rig, installed, harness: str):
+    """(rig, tui): the prompt typed and sent, its reply stalled for a minute."""
+    rig = real_tui_rig(real_rig, installed, harness, EARLY_SCRIPT)
+    tui = start(rig, harness)
+    try:
+        tui.until(lambda: tui.on_screen(TUI[harness][1]), what="the editor")
+        tui.quiet()
+        tui.submit(PROMPT, served(rig, 0))
+    except BaseException:
+        tui.close()
+        raise
+    return rig, tui
+
+
 def test_tui_claude_cut_in_its_prompt_row_gets_dh_word_on_a_changed_folder(real_rig, installed):
     """Killed while its first reply is stalled, Claude Code's transcript ends in the prompt
     row; a file no record explains appeared meanwhile (a command Claude ran before it wrote
     the call, made here by hand). Relaunched with its own continuation, Claude sends the cut
     prompt again and never dh's text: dh's word on the file must reach the model anyway,
     and the turn completes with no keystroke and nothing paid twice."""
-    rig = real_tui_rig(real_rig, installed, "claude-code", EARLY_SCRIPT)
-    tui = start(rig, "claude-code")
+    rig, tui = typed_into_a_stalled_reply(real_rig, installed, "claude-code")
     try:
-        tui.until(lambda: tui.on_screen(TUI["claude-code"][1]), what="the editor")
-        tui.quiet()
-        tui.submit(PROMPT, served(rig, 0))
         tui.until(lambda: any(r.get("type") == "user" for r in transcript_rows(rig))
                   and logged(rig, "user") >= 1, what="the prompt row, logged")
         (rig.proj / "made-by-hand.txt").write_text("unrecorded\n")
@@ -431,12 +441,8 @@ def test_tui_pi_killed_before_its_first_answer_asks_for_the_prompt_again(real_ri
     one line under its notice, that the prompt must be typed again; typed again, the turn
     completes and nothing is paid twice (the cut request was never answered). The newest Pi
     writes the prompt before it asks the model: there the turn goes on with no keystroke."""
-    rig = real_tui_rig(real_rig, installed, "pi", EARLY_SCRIPT)
-    tui = start(rig, "pi")
+    rig, tui = typed_into_a_stalled_reply(real_rig, installed, "pi")
     try:
-        tui.until(lambda: tui.on_screen(TUI["pi"][1]), what="the editor")
-        tui.quiet()
-        tui.submit(PROMPT, served(rig, 0))
         saved = session_of(rig)["records"]
         assert (saved == 0) == (installed.version_set == "pinned"), saved
         os.killpg(launched_pid(rig), signal.SIGKILL)
