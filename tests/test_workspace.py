@@ -113,6 +113,37 @@ def test_unchanged_files_are_not_read_and_blobs_are_stored_once(world, repo, mon
     assert flat_tree(world, first.root)["src/app.py"].hash != flat_tree(world, second.root)["src/app.py"].hash
 
 
+def test_a_file_written_while_it_is_read_is_read_again_once_it_holds_still(world, tmp_path, monkeypatch):
+    """A command still writing a file when the snapshot reads it (`yes | head -c 11MB >
+    big.dat`): what that read got is no state of the file, and its head must not be stored
+    when the file ends past the size limit. Read again once it holds still, the file is over
+    the limit and listed without content; one that never holds still is stored as last read."""
+    import dh_cli.workspace.snapshot as module
+
+    cwd = tmp_path / "plain"
+    cwd.mkdir()
+    (cwd / "big.dat").write_bytes(b"Q\n" * 512)  # 1 KiB so far: under the 2 KiB limit
+    (cwd / "log.txt").write_bytes(b"line\n")
+    real, reads = module._read_file, []
+
+    def read_while_written(path):
+        data, _ = real(path)
+        reads.append(Path(path).name)
+        if path.endswith("big.dat") or path.endswith("log.txt"):
+            with open(path, "ab") as f:  # the command writes on during the read
+                f.write(b"Q\n" * 2048 if path.endswith("big.dat") else b"more\n")
+        return data, os.stat(path)
+
+    monkeypatch.setattr(module, "_read_file", read_while_written)
+    snap, _ = snapper(world, cwd)
+    files = flat_tree(world, snap.take("tool", 1, "call-1").root)
+    assert files["big.dat"].note == "large" and files["big.dat"].hash is None
+    assert reads.count("big.dat") == 1 and reads.count("log.txt") == module.SETTLE_TRIES
+    blobs = [bytes(r[0]) for r in world.conn.execute("SELECT data FROM ws_objects WHERE kind = 'blob'")]
+    assert not any(b"Q\nQ\n" in b for b in blobs), "the head read mid-write was stored"
+    assert files["log.txt"].hash is not None  # never still: stored as last read
+
+
 def test_plain_folder_is_walked_without_git(world, tmp_path):
     cwd = tmp_path / "plain"
     (cwd / "a" / ".git").mkdir(parents=True)

@@ -31,6 +31,9 @@ from .store import Snapshot, store_for
 Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
 RACY_NS = 100_000_000  # 0.1 s: well above the coarsest mtime tick of local filesystems (ext4: 1 jiffy)
 FULL_EVERY = 60.0  # seconds: the longest a snapshot trusts git status without a full listing
+# a file that changed while it was read is read again, after a pause, this many times in all
+SETTLE_TRIES = 4
+SETTLE_WAIT = 0.02  # seconds
 
 
 @dataclass(frozen=True)
@@ -178,27 +181,55 @@ class Snapshotter:
             if cached is not None and cached[0] == key:
                 entry = cached[1]
             else:
-                entry = self._changed(path, st, objects)
+                entry, st = self._changed(path, st, objects)
+                key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
                 stats[path] = (key if st.st_mtime_ns < racy else None, entry)
                 (self.racy.discard if st.st_mtime_ns < racy else self.racy.add)(path)
             if entry is not None:
                 flat[path] = entry
         return flat
 
-    def _changed(self, path: str, st: os.stat_result, objects: dict) -> TreeEntry | None:
-        e = entry_of(path, st, self.rules)
-        if e is None:
-            return None
-        digest = None if e.note else self._read(e, objects)
+    def _changed(self, path: str, st: os.stat_result, objects: dict) -> tuple[TreeEntry | None, os.stat_result]:
+        """The file's entry, its content stored, and the stat facts it was read with. A
+        file that changed while it was read (a command still writing it) is read again
+        once it holds still, up to SETTLE_TRIES times: what one read of a growing file gets
+        is no state of it anyone made, and a file growing past the size limit would have
+        its head stored (`yes | head -c 11MB > big.dat` read mid-write: seen in
+        test_workspace_e2e). A file that never holds still is stored as last read."""
+        tries = 1
+        while True:
+            e = entry_of(path, st, self.rules)
+            if e is None:
+                return None, st
+            if e.note:
+                return self._entry(e, None), st
+            data, after = self._read(e)
+            if after is None or _same_file(st, after) or tries == SETTLE_TRIES:
+                return self._entry(e, self._store(data, objects)), st
+            tries += 1
+            time.sleep(SETTLE_WAIT)
+            try:
+                st = os.lstat(os.path.join(self.cwd, path))
+            except OSError:  # removed meanwhile
+                return None, st
+
+    @staticmethod
+    def _entry(e: Entry, digest: str | None) -> TreeEntry:
         name = e.path.rsplit("/", 1)[-1]
         return TreeEntry(name, LINK if e.link else FILE, e.mode, digest, e.size, e.note)
 
-    def _read(self, e: Entry, objects: dict) -> str | None:
+    def _read(self, e: Entry) -> tuple[bytes | None, os.stat_result | None]:
+        """(content, the file's stat facts once read); a link's target with no facts."""
         full = os.path.join(self.cwd, e.path)
         try:
-            data = os.fsencode(os.readlink(full)) if e.link else _read_file(full)
+            return (os.fsencode(os.readlink(full)), None) if e.link else _read_file(full)
         except OSError:
-            return None  # gone or unreadable since it was listed: listed without content
+            return None, None  # gone or unreadable since it was listed: listed without content
+
+    @staticmethod
+    def _store(data: bytes | None, objects: dict) -> str | None:
+        if data is None:
+            return None
         digest = blob_hash(data)
         if digest not in objects:
             packed, codec = encode(data)
@@ -254,10 +285,16 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-def _read_file(path: str) -> bytes:
+def _read_file(path: str) -> tuple[bytes, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
+            data = f.read()
+        return data, os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def _same_file(before: os.stat_result, after: os.stat_result) -> bool:
+    return (before.st_size, before.st_mtime_ns, before.st_ino) == \
+        (after.st_size, after.st_mtime_ns, after.st_ino)
