@@ -205,6 +205,9 @@ class Snapshotter:
                 return self._entry(e, None), st
             data, after = self._read(e)
             if after is None or _same_file(st, after) or tries == SETTLE_TRIES:
+                # the size of the bytes stored, which a restore checks them against: a file
+                # that never held still has other bytes than its stat said
+                e.size = len(data) if data is not None else e.size
                 return self._entry(e, self._store(data, objects)), st
             tries += 1
             time.sleep(SETTLE_WAIT)
