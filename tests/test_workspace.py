@@ -150,6 +150,19 @@ def test_a_file_written_while_it_is_read_is_read_again_once_it_holds_still(world
     assert (target / "log.txt").read_bytes() == b"line\n" + b"more\n" * module.SETTLE_TRIES
 
 
+def test_files_dh_holds_open_are_never_opened_by_a_snapshot(world, tmp_path):
+    """The log's own SQLite files inside the cwd (DH_HOME under the project): opening and
+    closing one drops the process's POSIX locks on it, SQLite's included, so neither a
+    snapshot nor the folder compare may list them; the other files are listed."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    snap, _ = snapper(world, tmp_path)
+    files = flat_tree(world, snap.take("tool", 1, "call-1").root)
+    held = {p for p in files if p.startswith("dh.db")}
+    assert "notes.txt" in files and held == set(), sorted(files)
+    assert not {p for p in flat_dir(str(tmp_path), Rules()) if p.startswith("dh.db")}
+    assert (tmp_path / "dh.db").exists()  # the log is there, and open (the control)
+
+
 def test_plain_folder_is_walked_without_git(world, tmp_path):
     cwd = tmp_path / "plain"
     (cwd / "a" / ".git").mkdir(parents=True)

@@ -208,18 +208,40 @@ def list_paths(cwd: str, dirs: tuple[str, str] | None) -> tuple[list[str], str |
     return paths, *git_head(dirs)
 
 
+def open_here() -> frozenset:
+    """(device, inode) of every regular file this process holds open. Opening and closing
+    one of them drops every POSIX lock the process holds on it, SQLite's included: with
+    DH_HOME inside the cwd, a snapshot's read of the log's own files let another dh
+    process reset the WAL index under this one's map (dh died of SIGBUS, 2 runs in 14 of
+    tests/test_security.py's pulled-path case). So a snapshot never opens them."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return frozenset()
+    out = set()
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return frozenset(out)
+
+
 def list_cwd(cwd: str, rules: Rules, dirs: tuple[str, str] | None = None) -> Listing:
     paths, head, branch = list_paths(cwd, dirs)
     listing = Listing(git=head is not None or dirs is not None, head=head, branch=branch)
+    busy = open_here()
     for path in paths:
-        entry = _entry(cwd, path, rules)
+        entry = _entry(cwd, path, rules, busy)
         if entry is not None:
             listing.entries.append(entry)
     listing.entries.sort(key=lambda e: e.path)
     return listing
 
 
-def _entry(cwd: str, path: str, rules: Rules) -> Entry | None:
+def _entry(cwd: str, path: str, rules: Rules, busy: frozenset = frozenset()) -> Entry | None:
     try:
         st = os.lstat(os.path.join(cwd, path))
     except OSError:  # listed by git but deleted from the work tree
@@ -227,13 +249,15 @@ def _entry(cwd: str, path: str, rules: Rules) -> Entry | None:
     link = stat.S_ISLNK(st.st_mode)
     if not link and not stat.S_ISREG(st.st_mode):
         return None  # a submodule, a socket, a fifo: nothing to store
-    return entry_of(path, st, rules)
+    return entry_of(path, st, rules, busy)
 
 
-def entry_of(path: str, st: os.stat_result, rules: Rules) -> Entry | None:
+def entry_of(path: str, st: os.stat_result, rules: Rules, busy: frozenset = frozenset()) -> Entry | None:
     link = stat.S_ISLNK(st.st_mode)
     if not link and not stat.S_ISREG(st.st_mode):
         return None  # a submodule, a socket, a fifo: nothing to store
+    if (st.st_dev, st.st_ino) in busy:
+        return None  # a file dh itself holds open (see open_here): never opened by a snapshot
     entry = Entry(path, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, link)
     if rules.secret(path):
         entry.note = "secret"

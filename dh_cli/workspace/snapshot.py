@@ -25,7 +25,8 @@ from ..errors import NativeStateError
 from ..util import now_iso
 from .objects import BLOB, DIR, FILE, LINK, TREE, TreeEntry, blob_hash, encode, tree_bytes, tree_hash
 from .scan import (GIT_STATUS, GIT_TRACKED, Entry, Rules, entry_of, finish_git, git_dirs, git_head,
-                   git_paths, git_prefix, index_key, start_git, status_sets, tracked_set, walk_paths)
+                   git_paths, git_prefix, index_key, open_here, start_git, status_sets, tracked_set,
+                   walk_paths)
 from .store import Snapshot, store_for
 
 Flat = dict[str, TreeEntry]  # path -> its entry (name = last part)
@@ -65,6 +66,7 @@ class Snapshotter:
         self.prefix: str | None = None  # the cwd below its work tree's top (git_prefix)
         self.known: GitState | None = None  # None: the next listing is a full one
         self.racy: set[str] = set()  # files read within RACY_NS of their mtime: read again
+        self.busy: frozenset = frozenset()  # files this process holds open (scan.open_here)
 
     def take(self, reason: str, turn: int | None = None, step: str | None = None,
              always: bool = False) -> Snapshot | None:
@@ -170,6 +172,7 @@ class Snapshotter:
         # A file changed within the filesystem's timestamp granularity of this look could
         # change again with the same (size, mtime): such a file is read again next time.
         racy = time.time_ns() - RACY_NS
+        self.busy = open_here()
         for path in paths:
             try:
                 st = lstat(prefix + path)
@@ -198,7 +201,7 @@ class Snapshotter:
         test_workspace_e2e). A file that never holds still is stored as last read."""
         tries = 1
         while True:
-            e = entry_of(path, st, self.rules)
+            e = entry_of(path, st, self.rules, self.busy)
             if e is None:
                 return None, st
             if e.note:
