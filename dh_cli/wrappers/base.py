@@ -292,8 +292,9 @@ class Wrapper:
         """The relaunch of a TUI killed mid-turn. `prompt` is dh's continuation prompt when
         the turn was cut (None when it was complete); `records` are the current turn's, as
         repaired; `notes` says the prompt carries word the model must get (a command or a
-        file change no record holds), not only the continue text. By default the prompt rides in argv, the way each TUI takes a first
-        message (a positional word, or a flag), so the turn goes on with no keystroke."""
+        file change no record holds), not only the continue text. By default the prompt
+        rides in argv, the way each TUI takes a first message (a positional word, or a
+        flag), so the turn goes on with no keystroke."""
         argv = self.resume_args(original, native_id, native_path, prompt, False)
         return Relaunch(argv, continues="prompt" if prompt else "none")
 
