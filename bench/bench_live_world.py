@@ -35,9 +35,9 @@ from bench.bench_supervisor import pct, pi_session  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.mirror.live import LiveMirror  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
-from dh_cli.worlds.team import open_world  # noqa: E402
-from dh_cli.worlds.team.shipper import Shipper  # noqa: E402
-from dh_cli.worlds.team.tenure import acquire  # noqa: E402
+from dh_cli.team import open_world  # noqa: E402
+from dh_cli.team.shipper import Shipper  # noqa: E402
+from dh_cli.team.tenure import acquire  # noqa: E402
 from tests import pg  # noqa: E402
 from tests.helpers import redis_server  # noqa: E402
 

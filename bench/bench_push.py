@@ -25,8 +25,8 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld  # noqa: E402
-from dh_cli.worlds.team.postgres import RECORD_TYPES, PostgresWorld, cols  # noqa: E402
-from dh_cli.worlds.sync import push  # noqa: E402
+from dh_cli.team.postgres import RECORD_TYPES, PostgresWorld, cols  # noqa: E402
+from dh_cli.team.sync import push  # noqa: E402
 from tests import pg  # noqa: E402
 
 

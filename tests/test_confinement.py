@@ -64,7 +64,7 @@ def crafted_world(url: str, victim: Path, harness: str = "pi", relpath: str = ".
     """The rows as an attacker writes them to the shared world, by SQL."""
     import psycopg
 
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     PostgresWorld(url).close()  # the schema, as any dh that used the world made it
     line = b'{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"ssh-ed25519 AAAA attacker"}}\n'

@@ -10,7 +10,7 @@ import pytest
 
 from dh_cli.models import Record, Session, Source
 from dh_cli.worlds.local import LocalWorld
-from dh_cli.worlds.sync import pull, push, status
+from dh_cli.team.sync import pull, push, status
 
 from .pg import pg_url  # noqa: F401  (fixture)
 from . import rig
@@ -53,7 +53,7 @@ B_TAIL = [b'{"type":"message","id":"a2","message":{"role":"assistant","content":
 
 
 def test_second_push_of_a_diverged_copy_keeps_both_and_says_so(tmp_path, pg_url):
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     a, b = machine(tmp_path / "a.db", A_TAIL), machine(tmp_path / "b.db", B_TAIL)
     remote = PostgresWorld(pg_url)
@@ -78,7 +78,7 @@ def remote_as_local(remote, tmp_path) -> LocalWorld:
 def test_pull_of_a_diverged_copy_never_splices(tmp_path, pg_url):
     """A's records pulled into B (whose records at the same offsets differ): B's own bytes
     stay exactly as they were, A's come as a generation of their own."""
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     a, b = machine(tmp_path / "a.db", A_TAIL), machine(tmp_path / "b.db", B_TAIL)
     remote = PostgresWorld(pg_url)
@@ -91,7 +91,7 @@ def test_pull_of_a_diverged_copy_never_splices(tmp_path, pg_url):
 
 
 def test_status_and_push_on_the_command_line_say_diverged(tmp_path, pg_url, monkeypatch):
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     home_a, home_b = tmp_path / "A", tmp_path / "B"
     home_a.mkdir(), home_b.mkdir()

@@ -116,16 +116,7 @@ def test_every_relative_import_names_a_module_of_dh_cli():
 # Bottom to top. A top-level module of dh_cli not named here is a leaf module (errors, models,
 # paths, util, config, ...): it stands below every package and imports none.
 ORDER = ("documents", "wrappers", "worlds", "workspace", "stores", "mirror", "supervisor", "resume",
-         "logviews", "serve", "demo", "doctor", "commands", "cli", "__main__", "_gen_docs")
-
-# Upward imports of worlds/ still to be moved down, each with its reason: the copy loop
-# (sync.py) carries a session's workspace snapshots with it, and walks their trees with
-# workspace/'s object format; the divergence check (diverge.py) asks the source's store whether
-# its offsets are bytes (a record spanning an offset) or counts of row versions.
-TEMPORARY_TEAM_WING_UPWARD = {
-    ("dh_cli.worlds.diverge", "dh_cli.stores"),
-    ("dh_cli.worlds.sync", "dh_cli.workspace"),
-}
+         "team", "logviews", "serve", "demo", "doctor", "commands", "cli", "__main__", "_gen_docs")
 
 
 def place(module: str) -> str:
@@ -159,7 +150,26 @@ def test_the_readme_states_the_order():
 
 def test_no_package_imports_one_above_it():
     found = upward(import_graph())
-    stale = TEMPORARY_TEAM_WING_UPWARD - found
-    assert stale == set(), f"no longer imported: take them out of TEMPORARY_TEAM_WING_UPWARD: {stale}"
-    assert found - TEMPORARY_TEAM_WING_UPWARD == set(), "imports up the package order:\n" + "\n".join(
-        f"{a} -> {b}" for a, b in sorted(found - TEMPORARY_TEAM_WING_UPWARD))
+    assert found == set(), "imports up the package order:\n" + "\n".join(f"{a} -> {b}" for a, b in sorted(found))
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Which packages (or leaves, "") import which, a package's own modules left out."""
+    packages: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        packages.setdefault(place(a), set()).update(place(b) for b in targets if place(b) != place(a))
+    for targets in list(packages.values()):
+        for b in targets:
+            packages.setdefault(b, set())
+    return packages
+
+
+def test_the_package_graph_finds_a_loop_between_two_packages():
+    graph = {"dh_cli.worlds.sync": {"dh_cli.workspace.store"}, "dh_cli.workspace.store": {"dh_cli.worlds.local"},
+             "dh_cli.worlds.local": set()}
+    assert cycles(package_graph(graph)) == [["workspace", "worlds"]]
+
+
+def test_no_two_packages_import_each_other_in_a_loop():
+    found = cycles(package_graph(import_graph()))
+    assert found == [], "package cycles:\n" + "\n".join(" <-> ".join(c) for c in found)

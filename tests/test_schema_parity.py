@@ -1,7 +1,7 @@
 """The two schemas agree: the local log's (dh_cli/worlds/migrations.py, SQLite) and the
 PostgreSQL world's (dh_cli/worlds/postgres_schema.py), both migrated for real. A table both hold has
 the same columns, of the same kind of type, under the same key; a push copies rows between
-them column for column (worlds/sync.py), so a column one list adds and the other forgets is
+them column for column (team/sync.py), so a column one list adds and the other forgets is
 lost on the way. Every difference that is meant is written down below with its reason.
 
 (NOT NULL is not compared: a column SQLite added by ALTER TABLE cannot be NOT NULL without a
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from dh_cli.worlds.local import LocalWorld
-from dh_cli.worlds.team.postgres import PostgresWorld
+from dh_cli.team.postgres import PostgresWorld
 from dh_cli.worlds.rows import RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS
 
 from .pg import pg_url  # noqa: F401 (a fixture)

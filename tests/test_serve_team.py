@@ -12,8 +12,8 @@ import sys
 import httpx
 import pytest
 
-from dh_cli.worlds.team.postgres import PostgresWorld
-from dh_cli.worlds.team.tenure import acquire
+from dh_cli.team.postgres import PostgresWorld
+from dh_cli.team.tenure import acquire
 
 from .helpers.serve import ROOT, Served, fixed_log
 from .pg import pg_url  # noqa: F401 (fixture)

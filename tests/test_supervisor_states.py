@@ -61,7 +61,7 @@ from dh_cli.supervisor import states
 from dh_cli.supervisor.policy import PolicyConfig
 from dh_cli.supervisor.runner import FORWARDED, Supervisor
 from dh_cli.supervisor.spec import LaunchSpec, RunOptions
-from dh_cli.worlds.team.live_world import WorldLink
+from dh_cli.team.live_world import WorldLink
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dh_cli.models import Session
 from dh_cli.util import new_session_id, now_iso
-from dh_cli.worlds.team.protocol import TAKEOVER_BUDGET, Holder
-from dh_cli.worlds.team.takeover import claim
-from dh_cli.worlds.team.tenure import acquire
+from dh_cli.team.protocol import TAKEOVER_BUDGET, Holder
+from dh_cli.team.takeover import claim
+from dh_cli.team.tenure import acquire
 
 from .helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
 

@@ -73,7 +73,7 @@ def test_every_local_view_of_a_hostile_session_is_filtered(hostile):
 def test_the_world_s_views_are_filtered(hostile, pg_url):
     pushed = dh("world", "push", "postgres", "--url", pg_url)
     assert pushed.returncode == 0, pushed.stderr
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     world = PostgresWorld(pg_url)
     try:
@@ -89,8 +89,8 @@ def test_the_world_s_views_are_filtered(hostile, pg_url):
 
 def test_the_worker_s_lines_are_filtered(tmp_path, capsys, monkeypatch):
     from dh_cli import output
-    from dh_cli.worlds.team.takeover import Claim
-    from dh_cli.worlds.team.worker import Worker, WorkerOptions
+    from dh_cli.team.takeover import Claim
+    from dh_cli.team.worker import Worker, WorkerOptions
 
     class Child:
         pid = os.getpid()

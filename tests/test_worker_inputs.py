@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from dh_cli.worlds.team import worker as worker_module
-from dh_cli.worlds.team.takeover import Claim
-from dh_cli.worlds.team.worker import Worker, WorkerOptions, refusal
+from dh_cli.team import worker as worker_module
+from dh_cli.team.takeover import Claim
+from dh_cli.team.worker import Worker, WorkerOptions, refusal
 
 URL = "postgresql://dh:S3CRET-pw@db.internal:5432/dh"
 

@@ -12,10 +12,10 @@ import subprocess
 import pytest
 
 from dh_cli.errors import UsageError
-from dh_cli.worlds.team import worker_place
-from dh_cli.worlds.team.takeover import Claim
-from dh_cli.worlds.team.worker import Worker, WorkerOptions, refusal
-from dh_cli.worlds.team.worker_place import current_user, run_as
+from dh_cli.team import worker_place
+from dh_cli.team.takeover import Claim
+from dh_cli.team.worker import Worker, WorkerOptions, refusal
+from dh_cli.team.worker_place import current_user, run_as
 
 SID = "1m8v0abcdeQXYZ"
 

@@ -237,8 +237,8 @@ def test_pick_by_turn_and_step_and_diff(world, repo):
 
 
 def test_push_and_pull_through_postgres_dedupes_objects(world, repo, tmp_path, pg_url):
-    from dh_cli.worlds.team.postgres import PostgresWorld
-    from dh_cli.worlds.sync import pull, push
+    from dh_cli.team.postgres import PostgresWorld
+    from dh_cli.team.sync import pull, push
 
     snap, sid = snapper(world, repo)
     snap.take("tool", 1, "a")
@@ -374,8 +374,8 @@ def test_secret_and_large_files_are_in_neither_the_log_nor_the_world(world, repo
     PostgreSQL world (decoded too). The control: a compressible file under the size limit is
     found by the same grep (so a deflated copy would be), and a second log whose rules store
     everything shows the secret and the large file where this one has neither."""
-    from dh_cli.worlds.team.postgres import PostgresWorld
-    from dh_cli.worlds.sync import push
+    from dh_cli.team.postgres import PostgresWorld
+    from dh_cli.team.sync import push
 
     from .workspace_stored import holds, log_bytes, world_bytes
 

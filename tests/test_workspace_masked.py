@@ -12,7 +12,7 @@ from dh_cli.workspace.objects import BLOB, FILE, TREE, TreeEntry, blob_hash, tre
 from dh_cli.workspace.restore import pick, restore_into
 from dh_cli.workspace.store import Snapshot, store_for
 from dh_cli.worlds.local import LocalWorld
-from dh_cli.worlds.sync import push
+from dh_cli.team.sync import push
 
 from .helpers.secrets_text import KEY
 from .helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)

@@ -164,7 +164,7 @@ SID = "1abc00000000aa"
 
 
 def _holder(pid: int):
-    from dh_cli.worlds.team.protocol import Holder
+    from dh_cli.team.protocol import Holder
 
     return Holder("host-" + str(pid), "boot-x", pid)
 
@@ -179,8 +179,8 @@ def _silent(world, sid: str = SID) -> None:
 
 
 def test_lease_acquire_renew_expire_and_steal(team):
-    from dh_cli.worlds.team.takeover import holdings, steal
-    from dh_cli.worlds.team.tenure import Tenure, acquire
+    from dh_cli.team.takeover import holdings, steal
+    from dh_cli.team.tenure import Tenure, acquire
 
     world = team.open()
     world.put_session(session(state="running"))
@@ -205,8 +205,8 @@ def test_lease_acquire_renew_expire_and_steal(team):
 
 
 def test_the_server_refuses_a_stale_holders_writes(team):
-    from dh_cli.worlds.team.fencing import is_fenced
-    from dh_cli.worlds.team.tenure import acquire
+    from dh_cli.team.fencing import is_fenced
+    from dh_cli.team.tenure import acquire
 
     world, stale = team.open(), team.open()
     world.put_session(session(state="running"))
@@ -236,9 +236,9 @@ def test_the_server_refuses_a_stale_holders_writes(team):
 
 
 def test_a_paused_holder_is_fenced_once_its_session_is_claimed(team):
-    from dh_cli.worlds.team.fencing import is_fenced
-    from dh_cli.worlds.team.takeover import claim
-    from dh_cli.worlds.team.tenure import acquire
+    from dh_cli.team.fencing import is_fenced
+    from dh_cli.team.takeover import claim
+    from dh_cli.team.tenure import acquire
 
     paused, world = team.open(), team.open()
     world.put_session(session(state="running"))
@@ -258,8 +258,8 @@ def test_a_paused_holder_is_fenced_once_its_session_is_claimed(team):
 
 
 def test_two_workers_claim_each_orphan_exactly_once(team):
-    from dh_cli.worlds.team.takeover import claim
-    from dh_cli.worlds.team.tenure import acquire
+    from dh_cli.team.takeover import claim
+    from dh_cli.team.tenure import acquire
 
     world = team.open()
     ids = [f"1abc000000{n:04d}" for n in range(20)]
@@ -286,8 +286,8 @@ def test_two_workers_claim_each_orphan_exactly_once(team):
 
 
 def test_a_refused_orphan_is_never_claimed(team):
-    from dh_cli.worlds.team.takeover import claim, holdings
-    from dh_cli.worlds.team.tenure import acquire
+    from dh_cli.team.takeover import claim, holdings
+    from dh_cli.team.tenure import acquire
 
     world = team.open()
     world.put_session(session(state="running"))
@@ -300,7 +300,7 @@ def test_a_refused_orphan_is_never_claimed(team):
 
 def test_replication_resumes_after_a_server_restart(tmp_path, team):
     from dh_cli.worlds.local import LocalWorld
-    from dh_cli.worlds.team.shipper import Shipper
+    from dh_cli.team.shipper import Shipper
 
     local = LocalWorld(tmp_path / "dh.db")
     made = local.create_session("claude-code", cwd="/w", home="/h", state="running")

@@ -20,7 +20,7 @@ import pytest
 from dh_cli.errors import ConfigError
 from dh_cli.models import Record, Session, Source
 from dh_cli.worlds.local import RECORD_COLUMNS, LocalWorld
-from dh_cli.worlds.sync import compare, prefetched, pull, push, status
+from dh_cli.team.sync import compare, prefetched, pull, push, status
 
 from . import pg
 from .conftest import FIXTURES, fixture_home, native_files, scenarios
@@ -214,7 +214,7 @@ def test_refused_connection_is_one_error_line_and_the_next_push_completes(small_
 
 
 def test_no_url_is_a_usage_error(monkeypatch):
-    from dh_cli.worlds.team.postgres import resolve_url
+    from dh_cli.team.postgres import resolve_url
 
     for name in ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -227,7 +227,7 @@ def test_no_url_is_a_usage_error(monkeypatch):
 
 
 def test_psycopg_messages_lose_the_password():
-    from dh_cli.worlds.team.postgres import scrub, world_error
+    from dh_cli.team.postgres import scrub, world_error
 
     url = "postgresql://dh:hunter2-long@db.example:5432/dh"
     exc = psycopg.OperationalError('connection failed: connection to server at "10.0.0.1", port 5432'
@@ -290,7 +290,7 @@ def _session(world, sid: str, n: int, created: str = "2026-01-01T00:00:00.000Z")
 
 @pytest.mark.postgres
 def test_status_push_one_session_and_fill_gaps(tmp_path, pg_url):
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     local, remote = LocalWorld(tmp_path / "a.db"), PostgresWorld(pg_url)
     _session(local, "1sessaaaaaaaaa", 5)
@@ -345,7 +345,7 @@ def test_prefetched_passes_items_and_errors_through():
 
 @pytest.mark.postgres
 def test_nul_in_an_extracted_column_does_not_stop_a_push(tmp_path, pg_url):
-    from dh_cli.worlds.team.postgres import PostgresWorld
+    from dh_cli.team.postgres import PostgresWorld
 
     local, remote = LocalWorld(tmp_path / "a.db"), PostgresWorld(pg_url)
     source = _session(local, "1sessaaaaaaaaa", 2)

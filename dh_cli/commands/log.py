@@ -17,7 +17,8 @@ from ..redact import clean, clean_bytes, clean_view
 from ..resume.rebuild import rebuild_session
 from ..worlds.local import LocalWorld
 from ..errors import UsageError
-from ..worlds import migrations, team
+from .. import team
+from ..worlds import migrations
 from .args import HarnessOpt, SessionArg, StateOpt
 
 app = typer.Typer(help="""Read the log: sessions, timelines, native records, exports.
@@ -63,7 +64,7 @@ def log_list(
     from ..wrappers import get
 
     if world is not None:
-        from ..worlds.team.listing import list_world
+        from ..team.listing import list_world
 
         return list_world(world, url, get(harness).name if harness else None, json_)
     folder = current() if here else (str(cwd.expanduser().absolute()) if cwd else None)

@@ -15,7 +15,7 @@ from ..resume.plan import resume_session, start_run, wait_for_reset
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
-from ..worlds import team
+from .. import team
 from ..worlds.local import LocalWorld
 from .args import HarnessArg, SessionArg
 
@@ -54,7 +54,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
 
 
 def _link(settings, world, url, ttl, lease, adopt_epoch):
-    from ..worlds.team.live_world import link_for  # a world's client library loads only for a live world
+    from ..team.live_world import link_for  # a world's client library loads only for a live world
 
     epoch = lease.epoch if lease is not None else None
     return link_for(world, url, ttl, settings, output.note, epoch, adopt_epoch, lease)
@@ -118,7 +118,7 @@ def resume_command(
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     lease = None
-    from ..worlds.team.live_world import resume_world  # --world, else the configured world
+    from ..team.live_world import resume_world  # --world, else the configured world
 
     asked, world_name = world_name, resume_world(world_name)
     if asked is None:  # a returning machine asks the world the session replicated to first
@@ -128,12 +128,12 @@ def resume_command(
             stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
             world="local", on_limit=on_limit)))
     if world_name:  # held in the world for the whole resume: one machine at a time
-        from ..worlds.team.takeover import before_resume
+        from ..team.takeover import before_resume
 
         claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
         session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
         if claimed is not None:
-            from ..worlds.team.takeover import record_takeover
+            from ..team.takeover import record_takeover
 
             record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
     failure = None
@@ -151,13 +151,13 @@ def resume_command(
         raise
     finally:
         if lease is not None:
-            from ..worlds.team.takeover import end_hold
+            from ..team.takeover import end_hold
 
             end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
 
 
 def _returning(world, ref: str, world_name, url):
-    from ..worlds.team.returning import check_not_gone_on, returning_world
+    from ..team.returning import check_not_gone_on, returning_world
 
     world_name, url = returning_world(world, ref, world_name, url)
     if world_name:
@@ -175,7 +175,7 @@ def _fork(world, ref: str, went_to: str, prompt, cwd, opts: RunOptions) -> int:
 
 def _remembered(world, ref: str) -> str | None:
     """The world the session replicated to from here (None: it never did)."""
-    from ..worlds.team.returning import session_here
+    from ..team.returning import session_here
 
     session = session_here(world, ref)
     remembered = world.remembered_world(session.id) if session else None
@@ -222,7 +222,7 @@ def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, to
 
 
 def _pull(world, world_name: str, ref: str, url: str | None, ttl=None, adopt_epoch=None):
-    from ..worlds.team.lease import hold_and_pull
+    from ..team.lease import hold_and_pull
 
     session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url, ttl, adopt_epoch)
     if added is not None:

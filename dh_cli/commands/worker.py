@@ -8,7 +8,7 @@ import typer
 
 from .. import output
 from ..errors import UsageError
-from ..worlds import team
+from .. import team
 
 
 def worker_command(
@@ -33,7 +33,7 @@ def worker_command(
       $ dh worker --harness claude-code --max-sessions 2
     """
     from ..config import load as load_config
-    from ..worlds.team.worker import Worker, WorkerOptions
+    from ..team.worker import Worker, WorkerOptions
     from ..wrappers import get as get_wrapper
 
     settings = load_config({}).settings
@@ -41,7 +41,7 @@ def worker_command(
     ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
     if ttl <= 0:
         raise UsageError("--lease-ttl must be more than 0 seconds")
-    from ..worlds.team.worker_place import run_as
+    from ..team.worker_place import run_as
 
     found = team.world_class(world_name).resolve_url(team.configured_url(world_name, url))
     opts = WorkerOptions(world_name, found, names, max_sessions, ttl,

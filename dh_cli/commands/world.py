@@ -8,9 +8,10 @@ import typer
 
 from .. import output
 from ..errors import UsageError
-from ..worlds import team
+from .. import team
 from ..worlds.local import LocalWorld
-from ..worlds.sync import SyncReport, open_remote, pull, push, status
+from ..team import open_world
+from ..team.sync import SyncReport, pull, push, status
 
 app = typer.Typer(help=f"""Share sessions through a team world ({team.listed()}): push, pull, status.
 
@@ -58,7 +59,7 @@ def push_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
       $ dh world push postgres
       $ dh world push postgres --session 1m8k6p --url postgresql://dh@db.internal/dh
     """
-    remote, local = open_remote(world, url), LocalWorld()
+    remote, local = open_world(world, url), LocalWorld()
     ids = [local.find_session(session).id] if session else None
     _summary(_with_bar("pushing", lambda progress: push(local, remote, ids, progress)), json_)
 
@@ -72,7 +73,7 @@ def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
       $ dh world pull postgres
       $ dh world pull postgres --session 1m8k6p
     """
-    remote, local = open_remote(world, url), LocalWorld()
+    remote, local = open_world(world, url), LocalWorld()
     ids = [remote.find_session(session).id] if session else None
     _summary(_with_bar("pulling", lambda progress: pull(remote, local, ids, progress)), json_)
 
@@ -88,10 +89,10 @@ def status_command(world: Annotated[str, typer.Argument(help=f"The team world to
       $ dh world status
       $ dh world status postgres --json
     """
-    from ..worlds.team.listing import HOLD_COLUMNS, hold_cells, hold_dict
-    from ..worlds.team.takeover import holdings
+    from ..team.listing import HOLD_COLUMNS, hold_cells, hold_dict
+    from ..team.takeover import holdings
 
-    remote = open_remote(world, url)
+    remote = open_world(world, url)
     rows, held = status(LocalWorld(), remote), holdings(remote)
     if json_:
         output.print_json([{**r.to_dict(), **hold_dict(held.get(r.session_id))} for r in rows])
@@ -115,7 +116,7 @@ def records_command(world: WorldArg,
       $ dh world records postgres
       $ dh world records postgres raw
     """
-    remote = open_remote(world, url)
+    remote = open_world(world, url)
     if mode is not None:
         if mode not in ("masked", "raw"):
             raise UsageError(f"unknown records mode {mode!r}", hint="masked or raw")

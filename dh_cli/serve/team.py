@@ -1,5 +1,5 @@
 """The team page's one door to a team world (as `--world NAME` opens it): which machine
-holds which session and since when (the leases, through worlds/team/takeover.py's
+holds which session and since when (the leases, through team/takeover.py's
 `holdings`), the takeovers in the sessions' journals, how long ago the world last received a
 record of each machine's sessions, and, for this machine, how many of its records the world
 does not have yet. Read-only: nothing here writes to the world."""
@@ -11,13 +11,13 @@ import socket
 from ..redact import clean
 
 def open_world(name: str, url: str | None):
-    from ..worlds.sync import open_remote
+    from ..team import open_world as open_team_world
 
-    return open_remote(name, url)
+    return open_team_world(name, url)
 
 
 def holdings_of(world) -> dict:
-    from ..worlds.team.takeover import holdings
+    from ..team.takeover import holdings
 
     return holdings(world)
 

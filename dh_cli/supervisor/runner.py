@@ -103,7 +103,7 @@ class Supervisor:
             self.procs.dismiss_guardian(self.guardian)
 
     def _remember_world(self, link) -> None:
-        """A later plain `dh resume` asks this world first (worlds/team/returning.py)."""
+        """A later plain `dh resume` asks this world first (team/returning.py)."""
         remember = getattr(self.world, "remember_world", None)
         if remember is not None:
             remember(self.session.id, link.world, without_password(link.url))

@@ -219,7 +219,7 @@ def check_the_fork(a: Rig, team: Team, sid: str, server: FakeModelServer, harnes
 
 
 def lease_free(team: Team, sid: str) -> bool:
-    from dh_cli.worlds.team.takeover import seconds_left
+    from dh_cli.team.takeover import seconds_left
 
     world = team.open()
     try:

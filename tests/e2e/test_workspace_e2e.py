@@ -120,7 +120,7 @@ def check_never_stored(rig: Rig, pg_url: str | None) -> None:
     assert not holds(stored, secret_hash) and not holds(stored, b"Q\nQ\nQ\nQ\nQ\nQ\nQ\nQ\n" * 64)
     assert all(size < LARGE for _, size in objects_in(rig))
     if pg_url:
-        from dh_cli.worlds.team.postgres import PostgresWorld
+        from dh_cli.team.postgres import PostgresWorld
 
         remote = PostgresWorld(pg_url)
         stored = world_bytes(remote)

@@ -23,7 +23,7 @@ class Team:
         self.name, self.url = name, url
 
     def open(self):
-        from dh_cli.worlds.team import open_world
+        from dh_cli.team import open_world
 
         return open_world(self.name, self.url)
 

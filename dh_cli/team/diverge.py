@@ -12,13 +12,13 @@ that ends in the sender's last record has it)."""
 
 from __future__ import annotations
 
-from .base import Mark, Position
+from ..worlds.base import Mark, Position
 
 SPAN = 1 << 20  # how far back a record spanning the checked offset is looked for (1 MiB)
 
 
 def _decoded(row: tuple) -> bytes:
-    from .local import decode_raw
+    from ..worlds.local import decode_raw
 
     return decode_raw(row[3], row[4])
 
@@ -92,7 +92,7 @@ def masked_chunks(chunks, masking: bool):
         yield from chunks
         return
     from ..redact import may_hold_secret, mask_bytes
-    from .local import RECORD_COLUMNS, decode_raw, encode_raw
+    from ..worlds.local import RECORD_COLUMNS, decode_raw, encode_raw
 
     flags = RECORD_COLUMNS.index("flags")
 

@@ -11,9 +11,9 @@ of it still asks the world."""
 
 from __future__ import annotations
 
-from ... import events
-from ...errors import SessionLocked, SessionNotFound, WorldError
-from ...util import without_password
+from .. import events
+from ..errors import SessionLocked, SessionNotFound, WorldError
+from ..util import without_password
 
 
 def session_here(local, ref: str):

@@ -10,8 +10,8 @@ import os
 import select
 import threading
 
-from ...errors import WorldError
-from ...procs import drain
+from ..errors import WorldError
+from ..procs import drain
 from .fencing import LEASE_CHANNEL
 from .protocol import TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
 

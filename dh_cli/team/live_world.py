@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import UsageError, WorldError
+from ..errors import UsageError, WorldError
 from .shipper import Shipper
 from .lease import adopt
 from .tenure import TTL_S, Tenure, acquire
@@ -24,7 +24,7 @@ HAND_BACK = signal.SIGUSR1  # from `dh worker` when it stops: give the session b
 
 @dataclass
 class WorldLink:
-    world: str  # the team world's name (worlds/team/: the registry)
+    world: str  # the team world's name (team/: the registry)
     url: str
     ttl_s: float = TTL_S
     epoch: int | None = None  # a lease already taken (dh resume --world)
@@ -112,7 +112,7 @@ def resume_world(flag: str | None) -> str | None:
     """The world `dh resume` consults before anything else: --world, else the configured one
     (a plain `dh resume S` on a machine whose config names a team world must find out that another
     machine took S over, and refuse naming it). None: the local world only."""
-    from ...config import load
+    from ..config import load
 
     name = wanted_world(flag, load().settings)
     return None if name == "local" else name

@@ -4,7 +4,7 @@ HOST, orphaned, finished …)."""
 
 from __future__ import annotations
 
-from ... import output
+from .. import output
 from .takeover import Holding, holdings
 
 HOLD_COLUMNS = ["holder", "lease age", "epoch", "state"]

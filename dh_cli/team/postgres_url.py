@@ -9,7 +9,7 @@ import re
 
 import psycopg
 
-from ...errors import ConfigError, WorldError
+from ..errors import ConfigError, WorldError
 from .urls import scrub
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")

@@ -24,11 +24,11 @@ from typing import Iterator
 import orjson
 import redis
 
-from ...errors import SessionLocked, SessionNotFound, WorldError
-from ...models import Event, Record, Session, Source
-from ..base import CHUNK, Mark, Position, SessionMarks, group_marks
-from ..local_places import check_ref
-from ..rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
+from ..errors import SessionLocked, SessionNotFound, WorldError
+from ..models import Event, Record, Session, Source
+from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
+from ..worlds.local_places import check_ref
+from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .fencing import fenced_error
 from .redis_leases import RedisLeases, _text
 from .protocol import only_match
@@ -153,7 +153,7 @@ class RedisWorld(RedisLeases):
     def _fatal_row(self, session_id: str) -> tuple[bytes | str, str]:
         """The session's row as a claim past the takeover budget writes it (redis_scripts
         CLAIM), with its updated_at; ('', '') when the world has no such session."""
-        from ...util import now_iso
+        from ..util import now_iso
 
         value = self._call("hget", "dh:sessions", session_id)
         if value is None:

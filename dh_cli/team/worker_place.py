@@ -11,7 +11,7 @@ import os
 import pwd
 from dataclasses import dataclass, field
 
-from ...errors import UsageError
+from ..errors import UsageError
 
 # folders of the system: a session is never run or restored in or under them
 SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",

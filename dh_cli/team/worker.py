@@ -29,10 +29,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import HarnessNotFound, WorldError
-from ...paths import dh_home
-from ...procs import drain
-from ..locks import SAFE_ID
+from ..errors import HarnessNotFound, WorldError
+from ..paths import dh_home
+from ..procs import drain
+from ..worlds.locks import SAFE_ID
 from .live_world import HAND_BACK
 from .takeover import Claim, claim, orphans, steal
 from .worker_place import RunAs, current_user, place_refusal
@@ -46,7 +46,7 @@ RETRY = 1.0
 
 @dataclass
 class WorkerOptions:
-    world: str  # the team world's name (worlds/team/: the registry)
+    world: str  # the team world's name (team/: the registry)
     url: str
     harnesses: list[str] | None = None
     max_sessions: int = 4
@@ -273,7 +273,7 @@ def _not_mine(path: str, what: str, uid: int) -> str | None:
 
 def _started_here(session_id: str, cwd: str) -> bool:
     """The session was started (or adopted) in cwd on this machine, by this user's dh."""
-    from ..local import LocalWorld
+    from ..worlds.local import LocalWorld
 
     try:
         world = LocalWorld(create=False)

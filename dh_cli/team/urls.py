@@ -7,8 +7,8 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
-from ...errors import ConfigError
-from ...util import redact_url
+from ..errors import ConfigError
+from ..util import redact_url
 
 
 def from_flag_or_env(url: str | None, variables: tuple[str, ...], what: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from ...errors import SessionLocked, WorldError
+from ..errors import SessionLocked, WorldError
 from .protocol import Holder
 
 TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
@@ -107,9 +107,10 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
     """`dh resume --world`: find the session in the world, take its lease (refused while
     another holder's is live), then pull it. (session id, records added or None, where from,
     the lease; release it, which also closes the world, when the resume ends)."""
-    from ..sync import moved_here, open_remote, pull
+    from . import open_world
+    from .sync import moved_here, pull
 
-    remote = open_remote(world_name, url)
+    remote = open_world(world_name, url)
     try:
         found = remote.find_session(ref)
         lease = Lease(remote, found.id, round(ttl_s or TTL_S)).acquire(adopt_epoch)

@@ -24,19 +24,19 @@ from typing import Iterator
 import psycopg
 from psycopg.adapt import PyFormat
 
-from ...errors import SessionLocked, SessionNotFound, WorldError
+from ..errors import SessionLocked, SessionNotFound, WorldError
 
 # psycopg logs "error ignored terminating <Copy>" when a server dies mid-COPY; with no handler
 # Python would print it to stderr beside dh's own one-line error, which already says it all.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
-from ...models import Event, Record, Session, Source
-from ..base import CHUNK, Mark, Position, SessionMarks, group_marks
-from ..local_places import check_ref
+from ..models import Event, Record, Session, Source
+from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
+from ..worlds.local_places import check_ref
 from .postgres_leases import PgLeases
 from .protocol import only_match
 from .postgres_schema import MIGRATIONS, RECORD_TYPES  # noqa: F401 - re-exported
 from .postgres_url import URL_VARIABLES, resolve_url, scrub, world_error  # noqa: F401 - re-exported
-from ..rows import (RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, position_range,
+from ..worlds.rows import (RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, position_range,
                     stored_rows)
 
 MIGRATION_LOCK = 0x64680001  # advisory lock key: one dh migrates at a time

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 
-from ... import events
-from ...errors import SessionLocked
+from .. import events
+from ..errors import SessionLocked
 from .lease import take
 from .protocol import Holder, LeaseRow
 
@@ -54,7 +54,7 @@ def orphans(world, harnesses: list[str] | None = None, limit: int = 5,
 
 
 def _session(world, session_id: str):
-    from ...errors import SessionNotFound
+    from ..errors import SessionNotFound
 
     try:
         return world.get_session(session_id)
@@ -121,9 +121,9 @@ def before_resume(world_name: str, ref: str, url, steal_it: bool, wait, adopt_ep
     The epoch this process is to adopt (claimed by a worker, or stolen), else None."""
     if adopt_epoch is not None or not (steal_it or wait):
         return adopt_epoch
-    from ..sync import open_remote
+    from . import open_world
 
-    world = open_remote(world_name, url)
+    world = open_world(world_name, url)
     try:
         found = world.find_session(ref)
         if wait and not steal_it and not wait_free(world, found.id, wait):
@@ -185,8 +185,8 @@ def ship_now(local, lease, session_id: str) -> None:
     """Push the session under the lease before it is released: a resume that found nothing
     to do (the turn was complete) never started the live shipper, and the world must learn
     the session's state. Refused by the fence when the epoch moved on meanwhile."""
-    from ...errors import WorldError
-    from ..sync import push
+    from ..errors import WorldError
+    from .sync import push
 
     if lease.epoch is None:
         return
@@ -205,7 +205,7 @@ def end_hold(local, lease, session_id: str, failure: BaseException | None, claim
     next claim, so the lease is refused with the reason (kept from every worker, shown by
     `dh world status`, cleared by the next holder); a lost server, or a manual resume, lets the
     lease lapse now, so the session is claimable again."""
-    from ...errors import HarnessNotFound, WorldError
+    from ..errors import HarnessNotFound, WorldError
 
     ship_now(local, lease, session_id)
     try:

@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..base import World
+from ..worlds.base import World
 
 # takeovers of one session within the window past which a claim makes it FATAL for everyone
 # (a resume that kept failing was claimed again every TTL: 14 launches in 40 s)
@@ -121,7 +121,7 @@ class TeamWorld(World, Protocol):
 
 def only_match(matches: list, ref: str, where: str, name: str):
     """The one session a reference matched in a team world (find_session)."""
-    from ...errors import AmbiguousSession, SessionNotFound
+    from ..errors import AmbiguousSession, SessionNotFound
 
     if not matches:
         raise SessionNotFound(f"no session matches {ref!r} in the {where} world",

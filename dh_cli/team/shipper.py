@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from ...errors import WorldError
-from ...osthread import name_os_thread
+from ..errors import WorldError
+from ..osthread import name_os_thread
 from .fencing import is_fenced
 
 POLL = 0.05  # seconds between looks at the local log: 50 ms of the 250 ms lag budget
@@ -53,7 +53,7 @@ class Shipper:
 
     # the loop ---------------------------------------------------------------------------
     def _run(self) -> None:
-        from ..local import LocalWorld
+        from ..worlds.local import LocalWorld
 
         name_os_thread("dh-shipper")
         local = LocalWorld(self.db_path)
@@ -131,7 +131,7 @@ class _Link:
         self.shipper, self.remote, self.marks, self.epoch = shipper, None, None, None
 
     def ship(self, local, epoch: int) -> None:
-        from ..sync import _Counter, copy_session
+        from .sync import _Counter, copy_session
 
         sid = self.shipper.session_id
         self._connect(epoch)

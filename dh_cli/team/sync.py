@@ -24,18 +24,11 @@ from .. import events
 from ..errors import UsageError
 from ..models import Source
 from ..workspace import copy_workspace
-from .base import Mark, SessionMarks, World
+from ..worlds.base import Mark, SessionMarks, World
 from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
-
-
-def open_remote(name: str, url: str | None = None) -> World:
-    """The team world named on the command line (worlds/team/: the registry)."""
-    from .team import open_world
-
-    return open_world(name, url)
 
 
 def moved_here(local, session_id: str) -> bool:
@@ -210,7 +203,7 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
 def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
     """Rows as they come, each compressed one decoded once first: a row from a world with an
     unknown codec or damaged bytes stops the copy with one error, before it is stored."""
-    from .local import decode_raw
+    from ..worlds.local import decode_raw
 
     for rows in chunks:
         for row in rows:

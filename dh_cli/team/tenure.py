@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ...errors import SessionLocked, WorldError
+from ..errors import SessionLocked, WorldError
 from .lease import take
 
 TTL_S = 15.0  # a holder silent this long is presumed dead and its session may be taken over

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ...errors import UsageError
+from ..errors import UsageError
 
 # name -> "module:class" under this package
 WORLDS = {
@@ -31,7 +31,7 @@ def configured_url(name: str, url: str | None = None) -> str | None:
     """--url, else the config's URL for that world (its file, or its variable)."""
     if url:
         return url
-    from ...config import load  # the settings are checked too (DH_WORLD=mars is an error)
+    from ..config import load  # the settings are checked too (DH_WORLD=mars is an error)
 
     return getattr(load().settings, f"{name}_url", None)
 
