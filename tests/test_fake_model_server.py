@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -385,6 +386,19 @@ def test_arm_stalls_exactly_next_main_request(srv):
         durations.append(time.monotonic() - started)
     assert durations[0] >= 1.2 and durations[1] < 0.8
     assert [m["delay_s"] for m in srv.main_requests()] == [1.2, 0.0]
+
+
+def test_release_stalls_ends_the_stalls_in_progress_not_later_ones():
+    with FakeModelServer([{"text": "held", "delay_s": 3600}]) as srv:
+        for n in (1, 2):
+            held = threading.Thread(target=stream_chat, args=(srv, 0))
+            held.start()
+            srv.wait_for(lambda log: len([e for e in log if e["event"] == "request"]) == n)
+            time.sleep(0.3)  # an earlier release, had it leaked into this stall, would end it here
+            assert srv.completed_counts().get(0, 0) == n - 1
+            srv.release_stalls()
+            held.join(timeout=60)
+            assert not held.is_alive() and srv.completed_counts() == {0: n}
 
 
 @pytest.mark.timing  # the fake's delays, measured

@@ -56,6 +56,8 @@ def test_replicates_while_the_harness_runs(tmp_path, server, team):
 
 
 def test_takeover_after_a_kill(tmp_path, server, team):
+    # reply #2 is held until A's refusals below are checked, however slow the machine is
+    server.set_script(script(second=600.0))
     a, b = rigs(tmp_path, server, "A", "B")
     worker = start_worker(b, team)
     run = run_live(a, team)
@@ -88,6 +90,7 @@ def test_takeover_after_a_kill(tmp_path, server, team):
     # refused before anything was prepared or logged here: the world was asked first
     assert [e.seq for e in a.world().events(sid)] == events_before
     assert b"resuming session" not in plain.stderr
+    server.release_stalls()
     world = team.open()
     wait(lambda: world.get_session(sid).state == "finished", 60, "the turn to finish on B")
     worker.send_signal(signal.SIGTERM)

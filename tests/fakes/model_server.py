@@ -579,6 +579,7 @@ class FakeModelServer:
         self._limit: LimitWindow | None = None
         self._mains = 0  # main requests admitted (the limit window counts them)
         self._stopping = threading.Event()
+        self._releases = 0  # release_stalls() calls: a stall begun before the last one ends
         self._conns: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -630,6 +631,13 @@ class FakeModelServer:
         """Make the NEXT main request stall for `seconds` (one shot)."""
         with self._lock:
             self._armed = (float(seconds), stall_at)
+
+    def release_stalls(self) -> None:
+        """End every stall in progress now, as if its delay had elapsed: a test that must see
+        something happen *during* a stall makes it long and ends it here, so no delay has to
+        outlast the test's own steps on a loaded machine."""
+        with self._lock:
+            self._releases += 1
 
     def limit_window(self, style: str, seconds: float, from_request: int = 1,
                      advertise: float | None = None) -> None:
@@ -712,10 +720,10 @@ class FakeModelServer:
 
     def stall(self, sock: socket.socket, seconds: float) -> str:
         """Wait `seconds`; return "elapsed", "gone" (client disconnected) or "stopped"."""
-        deadline = time.monotonic() + seconds
+        deadline, releases = time.monotonic() + seconds, self._releases
         while not self._stopping.is_set():
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or self._releases != releases:
                 return "elapsed"
             if client_gone(sock, min(remaining, POLL_S)):
                 return "stopped" if self._stopping.is_set() else "gone"
