@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Annotated, Optional
 
 import typer
@@ -11,11 +12,12 @@ from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
 from ..wrappers.replay import parse_overrides
-from ..resume.plan import resume_session, start_run, wait_for_reset
+from ..resume.plan import resume_session, start_run
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
 from ..supervisor.spec import RunOptions
 from .. import team
+from ..team.resume_world import ResumeAsk, resume_with_worlds
 from ..worlds.local import LocalWorld
 from .args import HarnessArg, SessionArg
 
@@ -114,72 +116,14 @@ def resume_command(
       $ dh resume 1m8k6p --prompt "finish the refactor" --no-supervise
       $ dh resume 1m8k6p --world postgres --cwd ~/src/app
     """
-    world = LocalWorld()
     if url and not world_name:
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
-    lease = None
-    from ..team.live_world import resume_world  # --world, else the configured world
-
-    asked, world_name = world_name, resume_world(world_name)
-    if asked is None:  # a returning machine asks the world the session replicated to first
-        world_name, url = _returning(world, session, world_name, url)
-    elif asked == "local" and (went_to := _remembered(world, session)):  # a new session
-        raise typer.Exit(_fork(world, session, went_to, prompt, cwd, _options(
-            stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
-            world="local", on_limit=on_limit)))
-    if world_name:  # held in the world for the whole resume: one machine at a time
-        from ..team.takeover import before_resume
-
-        claimed = before_resume(world_name, session, url, steal, wait, lease_epoch, output.note)
-        session, lease = _pull(world, world_name, session, url, lease_ttl, claimed)
-        if claimed is not None:
-            from ..team.takeover import record_takeover
-
-            record_takeover(world, session, lease, "dh resume --steal" if steal else "dh worker")
-    failure = None
-    try:
-        live = dict(world=world_name, url=url, ttl=lease_ttl, lease=lease) if world_name else \
-            {"world": asked} if asked == "local" else {}
-        if at_reset:
-            _at_reset(world, session)
-        _resume(world, session, prompt, cwd, bool(world_name), stall_timeout, max_restarts,
-                tool_grace, replay, no_supervise, workspace, live, on_limit)
-    except typer.Exit:
-        raise
-    except BaseException as exc:  # failed before its supervisor ran: the session is not ended
-        failure = exc
-        raise
-    finally:
-        if lease is not None:
-            from ..team.takeover import end_hold
-
-            end_hold(world, lease, session, failure, claimed=lease_epoch is not None)
-
-
-def _returning(world, ref: str, world_name, url):
-    from ..team.returning import check_not_gone_on, returning_world
-
-    world_name, url = returning_world(world, ref, world_name, url)
-    if world_name:
-        check_not_gone_on(world, world_name, url, ref)
-    return world_name, url
-
-
-def _fork(world, ref: str, went_to: str, prompt, cwd, opts: RunOptions) -> int:
-    if cwd:
-        raise UsageError("--cwd does not apply to a fork: it starts in the session's own checkout")
-    from ..resume.fork import fork_session
-
-    return fork_session(world, world.find_session(ref), prompt, opts, went_to)
-
-
-def _remembered(world, ref: str) -> str | None:
-    """The world the session replicated to from here (None: it never did)."""
-    from ..team.returning import session_here
-
-    session = session_here(world, ref)
-    remembered = world.remembered_world(session.id) if session else None
-    return remembered[0] if remembered else None
+    ask = ResumeAsk(session, world_name, url, prompt, cwd, steal, wait, lease_ttl, lease_epoch, at_reset)
+    options = partial(_options, stall_timeout, max_restarts, tool_grace, replay,
+                      supervise=not no_supervise, on_limit=on_limit)
+    world = LocalWorld()
+    raise typer.Exit(resume_with_worlds(world, ask, options, _relaunch(world, prompt, cwd, workspace),
+                                        output.note))
 
 
 def _note_recache(world, session) -> None:
@@ -198,33 +142,19 @@ def _note_recache(world, session) -> None:
                     f"{tokens_k(likely['tokens'])} tokens to the cache again ({money(likely['usd'])})")
 
 
-def _at_reset(world, session: str) -> None:
-    try:
-        wait_for_reset(world, world.find_session(session).id, output.note)
-    except KeyboardInterrupt:
-        output.note("dh: stopped waiting; nothing was resumed")
-        raise typer.Exit(130) from None
+def _relaunch(world, prompt, cwd, workspace):
+    """The local resume of a session that is in this log (pulled first or not): restore its
+    checkout, relaunch the harness; its exit code."""
 
+    def run(ref: str, opts: RunOptions, rehome: bool) -> int:
+        found = world.find_session(ref)
+        if workspace not in (None, "keep", "restore"):
+            raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
+        from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed
 
-def _resume(world, session, prompt, cwd, rehome, stall_timeout, max_restarts, tool_grace,
-            replay, no_supervise, workspace=None, live=None, on_limit=None) -> None:
-    found = world.find_session(session)
-    opts = _options(stall_timeout, max_restarts, tool_grace, replay, supervise=not no_supervise,
-                    on_limit=on_limit, **(live or {}))
-    if workspace not in (None, "keep", "restore"):
-        raise UsageError(f"bad --workspace value {workspace!r}", hint="use keep or restore")
-    from ..workspace.resume import prepare_cwd  # restores the files of the last step if needed
+        _note_recache(world, found)
+        here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
+        prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
+        return resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome)
 
-    _note_recache(world, found)
-    here = place(world, found.id)  # a session from a world runs where the user is (confine.py)
-    prepare_cwd(world, found, cwd, here[1] if here else None, workspace, output.note)
-    raise typer.Exit(resume_session(world, found, prompt, opts, move_to=cwd, rehome=rehome))
-
-
-def _pull(world, world_name: str, ref: str, url: str | None, ttl=None, adopt_epoch=None):
-    from ..team.lease import hold_and_pull
-
-    session_id, added, shown, lease = hold_and_pull(world, world_name, ref, url, ttl, adopt_epoch)
-    if added is not None:
-        output.note(f"dh: pulled session {session_id} from {shown} ({added} record(s) added)")
-    return session_id, lease
+    return run

@@ -108,16 +108,6 @@ def wanted_world(flag: str | None, settings) -> str:
     return "postgres" if os.environ.get("WORKFLOW_TARGET_WORLD") == WORKFLOW_POSTGRES else "local"
 
 
-def resume_world(flag: str | None) -> str | None:
-    """The world `dh resume` consults before anything else: --world, else the configured one
-    (a plain `dh resume S` on a machine whose config names a team world must find out that another
-    machine took S over, and refuse naming it). None: the local world only."""
-    from ..config import load
-
-    name = wanted_world(flag, load().settings)
-    return None if name == "local" else name
-
-
 def link_for(flag: str | None, url: str | None, ttl: float | None, settings, notice,
              epoch: int | None = None, adopt_epoch: int | None = None,
              held=None) -> WorldLink | None:
