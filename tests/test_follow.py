@@ -116,7 +116,7 @@ def test_follow_from_another_process_and_ctrl_c_ends_it_with_130(live, dh_home):
 def test_text_follow_prints_the_timeline_lines(live, run_dh, monkeypatch):
     session_id, _ = live
     stop_after = iter([False, True])
-    monkeypatch.setattr("dh_cli.commands.log.follow",
+    monkeypatch.setattr("dh_cli.commands.log_read.follow",
                         lambda world, sid: follow(world, sid, 0.01, stop=lambda: next(stop_after)))
     text = run_dh("log", "show", session_id, "--follow").stdout
     assert "[turn 1] user: " in text and "  tool Bash [dangling]" in text

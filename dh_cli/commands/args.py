@@ -34,3 +34,5 @@ HarnessOpt = Annotated[Optional[str], typer.Option(help="Only sessions of this h
                                                    autocompletion=_harnesses)]
 StateOpt = Annotated[Optional[str], typer.Option(
     help="Only sessions in this state (e.g. finished, crashed, imported)", autocompletion=_states)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+SecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Show what looks like a credential (keys, tokens, passwords) instead of ***")]
