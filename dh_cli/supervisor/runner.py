@@ -26,8 +26,8 @@ from ..wrappers.base import Wrapper
 from ..worlds.log import Log
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
-from .policy import Decision, RestartPolicy, limit_wait
-from .waiting import clock_time, limit_words, resets, span
+from .policy import Decision, RestartPolicy
+from .waiting import LimitWait, limit_words
 from ..procs import drain
 from .seam import Clock, Procs
 from .spec import LaunchSpec, RunOptions  # noqa: F401 - re-exported
@@ -37,10 +37,9 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TICK = 1.0  # the supervisor sleeps this long at most between checks (exit and signals wake it)
 SNAPSHOT_EVERY = 2.0  # seconds between looks at the harness's tool processes
 TAIL_CHARS = 300  # of the harness's stderr, in the one error line of a FATAL
-LIMIT_SETTLE = 3.0  # seconds a TUI sits still after logging a limit before dh takes it as one
 
 
-class Supervisor:
+class Supervisor(LimitWait):
     def __init__(self, world: Log, wrapper: Wrapper, session: Session, opts: RunOptions,
                  spec: LaunchSpec, relauncher, procs: Procs | None = None,
                  clock: Clock | None = None, watchers=None):
@@ -289,64 +288,6 @@ class Supervisor:
 
     def _on_signal(self, signum, frame) -> None:
         self.user_signal = self.user_signal or signum
-
-    # a provider's limit -------------------------------------------------------------------
-    def _limit_met(self, attempt: Attempt):
-        """The limit the harness says ended its turn (Wrapper.limit_from, through the
-        relauncher, on the log's current turn), when it exited by itself or was a TUI dh
-        stopped at a limit; else None."""
-        if attempt.limit is not None:
-            return attempt.limit
-        if attempt.user_signal or attempt.stalled or exit_signal(attempt.rc):
-            return None
-        return self.relauncher.limit(self.session, self.clock.wall())
-
-    def _limit_at_prompt(self, child):
-        """A TUI does not exit on a limit: it shows the error and waits at its prompt. The
-        limit this attempt logged once nothing has come for LIMIT_SETTLE seconds (looked
-        for once per new progress); only when dh is to wait it out (else the user is left
-        at the prompt, as without dh)."""
-        if not self.spec.interactive or self.opts.on_limit != "wait" or not self.opts.supervise:
-            return None
-        mark = self.watchers.last_progress
-        if mark <= self.started or mark == self.limit_looked_at or self._idle(child) < LIMIT_SETTLE:
-            return None
-        self.limit_looked_at = mark
-        return self.relauncher.limit(self.session, self.clock.wall())
-
-    def _wait_out(self, attempt: Attempt, limit) -> int | None:
-        """WAITING until the limit resets (plus a margin) or, its reset unknown, the next try
-        (policy.limit_wait); None once it is time to go on. Not a restart: max_restarts and
-        the failed-start count are untouched. With --on-limit stop, or past the longest
-        wait, EXITED with the harness's code; on the user's signal, EXITED `interrupted`."""
-        now, policy = self.clock.wall(), self.opts.policy
-        delay = limit_wait(policy, limit.reset_at, now, self.limits_met, self.limit_waited)
-        self._write(events.limit(**limit.to_dict()), attempt.number)
-        name, what = self.wrapper.name, limit_words(limit)
-        if self.opts.on_limit == "stop" or not self.opts.supervise or delay is None:
-            why = ("--on-limit stop" if self.opts.on_limit == "stop" or not self.opts.supervise
-                   else f"waited {span(self.limit_waited)}, the longest allowed ({span(policy.limit_max_wait)})")
-            self._transition(states.EXITED, f"{what}; {why}", attempt.number, outcome="limited",
-                             why=limit.text)
-            self.opts.notice(f"dh: {name} hit its {what}{resets(limit.reset_at)}; stopped ({why}). "
-                             f"Go on with: dh resume {self.session.id} --at-reset")
-            return attempt.rc or 1
-        self.limits_met += 1
-        self.limit_waited += delay
-        self._transition(states.WAITING, what, attempt.number, outcome="limited", delay=round(delay, 3),
-                         until=round(now + delay, 3), tries=self.limits_met)
-        self.opts.notice(f"dh: {name} hit its {what}; going on at {clock_time(now + delay)}, in {span(delay)}"
-                         f" · Ctrl-C stops")
-        if self.opts.link and not self.opts.link.may_relaunch():
-            return self._not_mine(attempt)
-        if self._sleep(delay):
-            sig = signal.Signals(self.user_signal).name
-            self._transition(states.EXITED, "stopped", attempt.number, outcome="interrupted",
-                             why=f"dh got {sig} while waiting for the {what} to reset")
-            self.opts.notice(f"dh: stopped waiting; session {self.session.id} is resumable: "
-                             f"dh resume {self.session.id} [--at-reset]")
-            return 128 + self.user_signal
-        return None
 
     # after an attempt ---------------------------------------------------------------------
     def _relaunch(self, attempt: Attempt, outcome: str, limit=None) -> list[str]:
