@@ -3,6 +3,7 @@ locked, read-only or newer than this dh."""
 
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 from sqlite_utils import Database
@@ -82,3 +83,35 @@ def test_newer_schema_is_refused(dh_home):
 
 # A read-only log (exit 3 on a write, reads still work) is tested as uid 65534 in
 # test_bad_input.py::test_read_only_log_can_be_read_but_not_written: root writes any file.
+
+
+# The migrations shipped so far, in the order every log applied them. A log records the names
+# it has (_sqlite_migrations), so renaming, reordering or dropping one re-runs or skips it on
+# every existing log; a new migration is appended after these.
+SHIPPED = ["m001_sessions", "m002_sources", "m003_records", "m004_events",
+           "m005_records_kind_index", "m006_codecs", "m007_queryable_records",
+           "m008_status_and_model", "m009_search", "m010_views", "m013_places",
+           "m025_workspace_objects", "m026_workspace_snapshots", "m035_token_kinds_and_tool_text",
+           "m036_unpacked_records", "m037_views", "m040_places_argv", "m041_session_worlds",
+           "m042_record_prices", "m043_model_call_prices", "m044_price_table",
+           "m045_session_digests", "m048_forks"]
+SHIPPED_SCHEMA = Path(__file__).parent / "fixtures" / "log_schema.sql"
+
+
+def _schema_after(fns) -> str:
+    """Every table, index, view and trigger the migrations make, as SQLite keeps their SQL."""
+    from sqlite_utils import Migrations
+
+    applied, db = Migrations(migrations.SET_NAME), Database(memory=True)
+    for fn in fns:
+        applied()(fn)
+    applied.apply(db)
+    rows = db.conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"
+                           " AND name != '_sqlite_migrations' ORDER BY type, name")
+    return "".join(f"{sql};\n\n" for (sql,) in rows)
+
+
+def test_the_shipped_migrations_keep_their_names_order_and_schema():
+    assert migrations.names()[:len(SHIPPED)] == SHIPPED
+    shipped = migrations.MIGRATIONS[:len(SHIPPED)]
+    assert _schema_after(shipped) == SHIPPED_SCHEMA.read_text()
