@@ -44,7 +44,8 @@ def log_export(
     if format_ is ExportFormat.html:
         _export_html(world, found, out, page, turns_per_page, show_secrets)
     elif format_ is ExportFormat.otlp and out is None:
-        from ..logviews.otel import JsonLinesExporter, emit_session
+        from ..logviews.otel import emit_session
+        from ..logviews.otel_export import JsonLinesExporter
 
         emit_session(world, found, JsonLinesExporter(sys.stdout))
     elif out is None:
@@ -98,7 +99,7 @@ def log_trace(
     Example:
       $ dh log trace 1m8k6p --endpoint http://127.0.0.1:6006/v1/traces
     """
-    from ..logviews.otel import send_session
+    from ..logviews.otel_export import send_session
 
     headers = dict(_header(h) for h in header or [])
     world = LocalWorld()
