@@ -66,3 +66,14 @@ def test_schema_state_and_session_count_answer_without_the_connection(tmp_path):
     assert world.session_count() == 0
     world.create_session("pi")
     assert world.session_count() == 1
+
+
+def test_the_logs_workspace_calls_are_the_team_worlds_so_one_store_serves_both():
+    """workspace/store.py holds one store for every world: what it calls on the log must be
+    what a team world offers, parameter by parameter."""
+    from dh_cli.team.protocol import TeamWorld
+
+    shared = [n for n in _members(Log) if n.startswith("ws_") and n in _members(TeamWorld)]
+    assert sorted(shared) == ["ws_known", "ws_object_rows", "ws_put", "ws_snapshot_rows"]
+    for name in shared:
+        assert _params(getattr(Log, name)) == _params(getattr(TeamWorld, name)), name

@@ -2,8 +2,8 @@
 
 LocalWorld is put together from focused parts: the connection and its write transaction
 (local_conn.py), the records (local_records.py), what is about this machine only
-(local_places.py) and, here, the sessions, sources, events and the World interface's copy
-methods. The row layout and codecs are in rows.py. A batch of records and the source's new
+(local_places.py), the workspace snapshots (local_workspace.py) and, here, the sessions,
+sources, events and the World interface's copy methods. The row layout and codecs are in rows.py. A batch of records and the source's new
 offset are committed together, so a killed dh replays at most one batch and the replay is a
 no-op."""
 
@@ -21,6 +21,7 @@ from .local_conn import LocalConnection, db_error
 from .local_places import LocalPlaces, check_ref
 from .local_records import READ_ROWS, LocalRecords, insert_rows
 from .local_views import LocalViews
+from .local_workspace import LocalWorkspace
 from .rows import (DEFLATE, LZ4, RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, STORED_RAW, column,
                    decode_raw, encode_raw, encode_rows, record_row)
 
@@ -55,7 +56,7 @@ def _decide_place(conn, session_id: str, home: str | None, cwd: str | None,
                      [session_id, home, cwd, now_iso(), argv])
 
 
-class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalConnection):
+class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalWorkspace, LocalConnection):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"
