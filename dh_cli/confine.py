@@ -1,65 +1,18 @@
-"""The one confinement rule for every path dh derives from data (issue 14).
-
-A session's harness home and cwd on this machine are decided here: where dh ran or imported
-it (recorded in the local-only `places` table), or, for a session that came from a shared
-world, this machine's configured harness home and the cwd the user runs in or passes. Rows
-of a world (`home`, `cwd`, `host`, `native_path`, a source's `path`) are never trusted. Every
-native path is `home / relpath`, the relpath checked (relative, no `..`, no NUL, no symlink
-on the way), for JSONL and OpenCode sources alike; the only other path dh reads is one its
-own mirror recorded on this machine (`mirrored_paths`)."""
+"""Where a session lives on this machine, read from the local log and kept there: its harness
+home and cwd as dh ran or imported it (the local-only `places` table), or, for a session that
+came from a shared world, this machine's configured harness home and the cwd the user runs in
+or passes. Each function reads the log and applies the rule of pathrule.py, which decides
+without it."""
 
 from __future__ import annotations
 
-import os
 import socket
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from .errors import NativeStateError
 from .models import Session, Source
+from .pathrule import home_here, settled_values, source_file
 
 
-class Refused(NativeStateError):
-    """A path or id from the log that would leave dh's lane."""
-
-
-def checked_relpath(relpath) -> PurePosixPath:
-    """The relpath as parts under a home: refused when absolute, empty, with `..`, NUL or
-    a backslash (a Windows separator a harness never writes)."""
-    if not isinstance(relpath, str) or not relpath or "\0" in relpath or "\\" in relpath:
-        raise Refused(f"refusing unsafe path {relpath!r} from the log")
-    rel = PurePosixPath(relpath)
-    parts = [p for p in rel.parts if p != "."]
-    if rel.is_absolute() or not parts or ".." in parts:
-        raise Refused(f"refusing unsafe path {relpath!r} from the log")
-    return PurePosixPath(*parts)
-
-
-def under(home: Path, relpath: str) -> Path:
-    """home/relpath, refusing a relpath that leaves home: checked as text, then every
-    existing step below home must be a real folder (or the final file), never a symlink."""
-    rel = checked_relpath(relpath)
-    home = Path(home)
-    step = home
-    for part in rel.parts:
-        step = step / part
-        if step.is_symlink():
-            raise Refused(f"refusing path {relpath!r}: {step} is a symlink (it leaves {home})")
-        if not step.exists():
-            break
-    if not inside(step if step.exists() else home, home):
-        raise Refused(f"refusing path {relpath!r}: it leaves {home}")
-    return home / rel
-
-
-def inside(path: Path, root: Path) -> bool:
-    """True when path, every symlink followed, stays under root."""
-    try:
-        return Path(path).resolve().is_relative_to(Path(root).resolve())
-    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
-        return False
-
-
-# ---- where a session lives on this machine --------------------------------------------------
 def place(world, session_id: str) -> tuple[str, str | None] | None:
     """(home, cwd) as dh decided them on this machine, or None (came from elsewhere)."""
     finder = getattr(world, "place", None)
@@ -68,20 +21,18 @@ def place(world, session_id: str) -> tuple[str, str | None] | None:
 
 def session_home(world, wrapper, session: Session, env: dict | None = None) -> Path:
     """The harness home of the session here: its recorded place, else the configured one."""
-    decided = place(world, session.id)
-    if decided:
-        return Path(decided[0])
-    return Path(wrapper.home(dict(os.environ) if env is None else env))
+    return home_here(wrapper, place(world, session.id), env)
 
 
 def source_path(world, wrapper, session: Session, source: Source, env: dict | None = None) -> Path:
     """The one file a source may be read from or written to on this machine."""
-    home = session_home(world, wrapper, session, env)
-    checked_relpath(source.relpath)
+    return _source_path(world, wrapper, source, place(world, session.id), env)
+
+
+def _source_path(world, wrapper, source: Source, decided, env: dict | None) -> Path:
+    home = home_here(wrapper, decided, env)
     mirrored = getattr(world, "mirrored_path", lambda _id: None)(source.id)
-    if mirrored and mirrored == source.path and place(world, session.id):
-        return Path(mirrored)  # recorded by this machine's own mirror (e.g. Pi's --session-dir)
-    return wrapper.source_file(home, source.relpath)  # checked under home (OpenCode's: the home)
+    return source_file(wrapper, home, source.relpath, source.path, mirrored, decided is not None)
 
 
 def confined_source(world, wrapper, session: Session, source: Source) -> Source:
@@ -99,11 +50,9 @@ def settle(world, wrapper, session: Session, env: dict | None = None) -> Session
     decided = place(world, session.id)
     if decided is None:
         return session
-    home, cwd = decided
-    main = _main_path(world, wrapper, session, env)
-    if (session.home, session.cwd, session.native_path) != (home, cwd, main):
-        return world.update_session(session.id, home=home, cwd=cwd, native_path=main,
-                                    host=socket.gethostname())
+    values = settled_values(session, *decided, _main_path(world, wrapper, session, decided, env))
+    if values is not None:
+        return world.update_session(session.id, **values)
     return world.get_session(session.id)
 
 
@@ -114,17 +63,8 @@ def adopt(world, wrapper, session: Session, home: Path, cwd: str | None) -> Sess
     return settle(world, wrapper, session)
 
 
-def _main_path(world, wrapper, session: Session, env: dict | None) -> str | None:
+def _main_path(world, wrapper, session: Session, decided, env: dict | None) -> str | None:
     sources = world.sources(session.id)
     if not sources:
         return None
-    return str(source_path(world, wrapper, session, sources[0], env))
-
-
-def check_native_id(wrapper, native_id) -> str:
-    """The harness's own session id, refused unless it has that harness's id shape: it is
-    put on the harness's command line, and a world or a transcript chose it."""
-    if not isinstance(native_id, str) or not wrapper.native_id_ok(native_id):
-        shown = repr(native_id)[:80]
-        raise Refused(f"refusing session id {shown} from the log: not a {wrapper.name} session id")
-    return native_id
+    return str(_source_path(world, wrapper, sources[0], decided, env))

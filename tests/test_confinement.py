@@ -203,7 +203,7 @@ def test_a_claude_transcript_named_like_a_flag_is_never_resumed_with_it(tmp_path
 
 
 def test_every_wrapper_refuses_ids_that_are_not_its_shape():
-    from dh_cli.confine import Refused, check_native_id
+    from dh_cli.pathrule import Refused, check_native_id
     from dh_cli.wrappers import get
 
     good = {"claude": NATIVE_ID, "codex": NATIVE_ID, "pi": NATIVE_ID,
@@ -242,7 +242,7 @@ def _planted(root: Path) -> tuple[Path, Path]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(relpath=RELPATH)
 def test_property_no_relpath_writes_outside_the_home(tmp_path, relpath):
-    from dh_cli.confine import Refused, under
+    from dh_cli.pathrule import Refused, under
     from dh_cli.resume.rebuild import write_file
 
     home, outside = _planted(tmp_path)
@@ -265,7 +265,8 @@ def test_property_a_pulled_source_is_read_only_under_the_configured_home(tmp_pat
                                                                          row_home, kind):
     """A source of a session that came from elsewhere (no place here): the one path dh may
     read or write for it is under this machine's configured home, whatever the row says."""
-    from dh_cli.confine import Refused, source_path
+    from dh_cli.confine import source_path
+    from dh_cli.pathrule import Refused
     from dh_cli.models import Session, Source
     from dh_cli.wrappers import get
 
@@ -289,10 +290,42 @@ def test_property_a_pulled_source_is_read_only_under_the_configured_home(tmp_pat
     assert found.resolve().is_relative_to(home.resolve())
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(relpath=RELPATH, row_path=st.one_of(st.none(), st.sampled_from(["/etc/passwd", "~/.netrc", "x"])),
+       mirrored=st.one_of(st.none(), st.sampled_from(["/etc/passwd", "x"])), placed=st.booleans(),
+       harness=st.sampled_from(["pi", "opencode"]))
+def test_property_the_rule_alone_reads_a_source_under_the_home_or_where_this_mirror_read_it(
+        tmp_path, relpath, row_path, mirrored, placed, harness):
+    """The pure rule (pathrule.source_file, no log): the file is under the home, or the one
+    this machine's mirror recorded when the session has a place here and the row names it."""
+    from dh_cli.pathrule import Refused, source_file
+    from dh_cli.wrappers import get
+
+    home, _ = _planted(tmp_path)
+    try:
+        found = source_file(get(harness), home, relpath, row_path, mirrored, placed)
+    except Refused:
+        return
+    recorded = placed and mirrored is not None and mirrored == row_path
+    assert found == Path(mirrored) if recorded else found.resolve().is_relative_to(home.resolve())
+
+
+def test_the_rule_alone_settles_a_row_to_its_place_here_and_leaves_a_settled_one():
+    from dh_cli.models import Session
+    from dh_cli.pathrule import settled_values
+
+    pulled = Session(id="1m8pulled00001", harness="pi", home="/root", cwd="/etc", host="elsewhere",
+                     native_path="/etc/passwd")
+    assert settled_values(pulled, "/h", "/w", "/h/s.jsonl") == {
+        "home": "/h", "cwd": "/w", "native_path": "/h/s.jsonl", "host": socket.gethostname()}
+    settled = Session(id="1m8pulled00001", harness="pi", home="/h", cwd="/w", native_path="/h/s.jsonl")
+    assert settled_values(settled, "/h", "/w", "/h/s.jsonl") is None
+
+
 @settings(max_examples=500, deadline=None)
 @given(native_id=IDS, harness=st.sampled_from(harnesses.ALL))
 def test_property_an_accepted_id_is_one_plain_word(native_id, harness):
-    from dh_cli.confine import Refused, check_native_id
+    from dh_cli.pathrule import Refused, check_native_id
     from dh_cli.wrappers import get
 
     wrapper = get(harness)

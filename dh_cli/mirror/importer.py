@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..confine import check_native_id
+from ..pathrule import check_native_id
 from ..errors import NativeStateError, SessionNotFound
 from ..models import Session
 from ..stores import store_of

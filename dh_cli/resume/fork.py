@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import events
-from ..confine import check_native_id
+from ..pathrule import check_native_id
 from ..errors import NativeStateError, UsageError
 from ..models import Session
 from ..supervisor import launch

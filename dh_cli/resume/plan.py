@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from .. import events
-from ..confine import check_native_id, place, settle
+from ..confine import place, settle
+from ..pathrule import check_native_id
 from ..errors import DhError, NativeStateError
 from ..models import Session
 from ..util import scrub

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..confine import inside, session_home, under  # noqa: F401 (inside, under: re-exported)
+from ..confine import session_home
 from ..models import Session
 from ..stores import store_of
 from ..stores.files import (RebuiltFile, safe_target, source_bytes, write_file,  # noqa: F401 (re-exported)

@@ -1,14 +1,14 @@
 """Writing native files back from the log, byte-exact. Every file is written to a temporary
 name and renamed, and a different existing file is never overwritten without `force`.
 Paths come from the log, which may have been pulled from another machine, so each one is
-checked to stay inside the target folder (confine.under)."""
+checked to stay inside the target folder (pathrule.under)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..confine import under
+from ..pathrule import under
 from ..errors import NativeStateError, RebuildConflict
 from ..models import Source
 from ..util import atomic_write_parts
@@ -22,7 +22,7 @@ class RebuiltFile:
 
 
 def safe_target(root: Path, relpath: str) -> Path:
-    """root/relpath, refusing anything that would land outside root (confine.under)."""
+    """root/relpath, refusing anything that would land outside root (pathrule.under)."""
     return under(root, relpath)
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
-from ..confine import check_native_id
+from ..pathrule import check_native_id
 from ..models import Parsed, Record, Session, Source
 from .files import RebuiltFile, safe_target, write_file
 from ..wrappers.opencode_rows import row_key

@@ -2,7 +2,7 @@
 listings, and writing a snapshot into a folder.
 
 Paths come from the log or a world, which dh does not trust. They go through dh's one
-confinement rule (dh_cli/confine.py: relative, not empty, no `..`, NUL or backslash, no
+confinement rule (dh_cli/pathrule.py: relative, not empty, no `..`, NUL or backslash, no
 symlink on the way, nothing outside the target), plus the canonical form a snapshot writes
 (a tree entry's name is one part, a path has no `.` or empty parts), so a restore writes only
 under its target."""
@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..confine import Refused, checked_relpath, inside, under
+from ..pathrule import Refused, checked_relpath, inside, under
 from ..errors import UsageError
 from .objects import DIR, FILE, LINK, TreeEntry, blob_hash, parse_tree
 from .scan import Rules, list_cwd, git_dirs
@@ -152,7 +152,7 @@ def _content(entry: TreeEntry) -> tuple:
 
 # writing -------------------------------------------------------------------------------------
 def checked_path(path: str) -> str:
-    """A snapshot's path, refused unless confine.py accepts it and it is in canonical form."""
+    """A snapshot's path, refused unless pathrule.py accepts it and it is in canonical form."""
     try:
         canonical = str(checked_relpath(path))
     except Refused as exc:
@@ -255,7 +255,7 @@ def _check_folders(target: str, files: Flat) -> None:
 
 
 def _safe_folder(target: str, path: str) -> str:
-    """The folder of `path` under target, created as needed: confine.py's `under` refuses a
+    """The folder of `path` under target, created as needed: pathrule.py's `under` refuses a
     symlink on the way or a step leaving target; a step that is a file is refused too."""
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if not parent:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..confine import under
+from ..pathrule import under
 from ..models import Parsed, Record, ToolCall
 from .decode import (MAX_DEPTH, first_record, load_json, regular_file, text_of,  # noqa: F401
                      too_deep)  # (re-exported: the wrappers' shared decoding)

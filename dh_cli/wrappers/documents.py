@@ -91,7 +91,7 @@ def opencode_edit(call: ToolCall, result: ToolResult) -> Edit | None:
 def write_claude_tasks(home: Path, native_id: str, document) -> list[str]:
     """tasks/<session>/<id>.json as Claude Code 2.1.197 writes them (2-space JSON, an empty
     .lock beside), only when the session's folder is missing: the harness's live files win."""
-    from ..confine import under  # home/relpath, refused when it leaves home
+    from ..pathrule import under  # home/relpath, refused when it leaves home
 
     folder = under(home, f"tasks/{native_id}")
     if folder.exists():
