@@ -45,16 +45,29 @@ def terminal_width() -> int | None:
 
 
 def shown(value, show_secrets: bool = False):
-    """Every string in value as dh shows what a transcript or a world holds (redact.py):
-    credentials masked, and on a terminal control characters made visible."""
+    """Every string in value as a text view shows what a transcript or a world holds
+    (redact.py): credentials masked and control characters made visible, terminal or not (a
+    pipe into `head` ends on a terminal too)."""
     from .redact import clean
 
-    return clean(value, show_secrets, is_terminal())
+    return clean(value, show_secrets, True)
+
+
+def visible(text: str) -> str:
+    """A line of a text view with its control characters as visible `\\x1b` text: every
+    text view prints through here, so a record's OSC 52 or clear-screen never reaches a
+    terminal, piped or not (dh's own styling goes through Rich, never as bytes in text)."""
+    from .redact import neutralise
+
+    return neutralise(text)
 
 
 def print_json(data, cleaned: bool = False) -> None:
-    """data as JSON, shown() first unless the caller cleaned it (`--show-secrets`)."""
-    data = data if cleaned else shown(data)
+    """data as JSON, masked first unless the caller cleaned it (`--show-secrets`); JSON
+    escapes C0 controls itself, C1 ones are made visible on a terminal."""
+    from .redact import clean
+
+    data = data if cleaned else clean(data, False, is_terminal())
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
@@ -86,24 +99,18 @@ def note(message: str) -> None:
 
 def print_text(text: str) -> None:
     """text and a newline on stdout as `out.print(text, markup=False, soft_wrap=True)` prints
-    it (emoji codes replaced and control codes dropped, by Rich's own functions), without
-    Rich's work on each line: the 10,001 lines of a `dh log list` took it 0.15 s. A text
-    with a tab goes through Rich, which expands tabs by cells."""
+    it (emoji codes replaced, by Rich's own function), control characters made visible(),
+    without Rich's work on each line: the 10,001 lines of a `dh log list` took it 0.15 s. A
+    text with a tab goes through Rich, which expands tabs by cells."""
     target = console("out")
+    text = visible(text)
     if "\t" in text:
         target.print(text, markup=False, soft_wrap=True)
         return
     from rich._emoji_replace import _emoji_replace
-    from rich.control import strip_control_codes
 
-    text = _emoji_replace(text)
-    if _RICH_STRIPS.search(text):  # most lists hold none: translate() took 0.04 s over 10,001 lines
-        text = strip_control_codes(text)
-    target.file.write(text + "\n")
+    target.file.write(_emoji_replace(text) + "\n")
     target.file.flush()
-
-
-_RICH_STRIPS = re.compile("[\x07\x08\x0b\x0c\x0d]")  # what rich.control.strip_control_codes drops
 
 
 def table(title: str | None, columns: list[str], rows: list[list]) -> None:

@@ -116,7 +116,8 @@ def test_print_text_prints_what_rich_prints(text, monkeypatch):
     from dh_cli import output
 
     printed = []
-    for show in (lambda: output.out.print(text, markup=False, soft_wrap=True), lambda: output.print_text(text)):
+    for show in (lambda: output.out.print(output.visible(text), markup=False, soft_wrap=True),
+                 lambda: output.print_text(text)):
         monkeypatch.setattr(sys, "stdout", StringIO())
         show()
         printed.append(sys.stdout.getvalue())

@@ -111,4 +111,4 @@ def diff_command(session: SessionArg, turn: TurnOpt = None, json_: JsonOpt = Fal
                      f" {len(changes)} change(s)", markup=False)
     for change in changes:
         note = f" ({change.note}, not stored)" if change.note else ""
-        output.out.print(f"  {change.status:9} {change.path}{note}", markup=False)
+        output.print_text(f"  {change.status:9} {change.path}{note}")

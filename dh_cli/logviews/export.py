@@ -17,6 +17,7 @@ from .logview import SessionView, stream_items, view_header
 from .render import cost_line, money
 from .timeline import timeline
 from ..models import Session
+from ..redact import neutralise
 from ..tokens import call_text, totals_text
 
 FORMATS = ("md", "html", "jsonl", "otlp")
@@ -48,10 +49,12 @@ def documents_of(world, session: Session) -> dict:
 
 
 def markdown_stream(world, session: Session) -> Iterator[bytes]:
+    """Markdown is read as text, in a terminal too: a record's control characters are made
+    visible (`\\x1b`); the jsonl export is the byte-exact form."""
     view = view_header(world, session)
-    yield markdown_head(view, timeline(view.events)).encode("utf-8")
+    yield neutralise(markdown_head(view, timeline(view.events))).encode("utf-8")
     for item in stream_items(world, session, full=True, events=view.events):
-        yield ("\n".join(_md_item(item)) + "\n").encode("utf-8")
+        yield neutralise("\n".join(_md_item(item)) + "\n").encode("utf-8")
 
 
 # Markdown -----------------------------------------------------------------------------------

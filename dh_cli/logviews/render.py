@@ -68,7 +68,7 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     output.print_text("\n".join(line.rstrip() for line in lines))
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
-            output.out.print(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}", markup=False)
+            output.print_text(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}")
 
 
 def _titled(session: dict) -> str:
@@ -151,9 +151,10 @@ def event_line(event: dict) -> str:
 
 def line(text: str, width: int | None = None) -> None:
     """Every line of `dh log show` is printed here (plain text: written straight out, as
-    Rich's rendering of each line cost half the time of a 100 MB session's show), wrapped at
-    words to `width` when it goes to a terminal: a pager would cut it mid-word."""
-    sys.stdout.write(fitted(text, width) + "\n")
+    Rich's rendering of each line cost half the time of a 100 MB session's show), its control
+    characters made visible and wrapped at words to `width` when it goes to a terminal: a
+    pager would cut it mid-word."""
+    sys.stdout.write(fitted(output.visible(text), width) + "\n")
 
 
 def session_head(view: SessionView, width: int | None = None) -> None:
@@ -242,7 +243,7 @@ def follow_update(update: dict, as_json: bool = False) -> None:
         line = f"  tool {update['tool']} [{update['status']}] {update.get('result', '')}"
     else:
         line = event_line(update)
-    output.out.print(fitted(line, output.terminal_width()), markup=False)
+    output.out.print(fitted(output.visible(line), output.terminal_width()), markup=False)
     output.out.file.flush()
 
 

@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..errors import UnknownHarness
+from ..redact import mask
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import search_text
 from .rows import STORED_RAW, decode_raw
@@ -59,8 +60,15 @@ class Hit:
 def fts_query(text: str) -> str:
     """The user's words as an FTS5 query of quoted terms (all must match), so that quotes,
     colons or operators in what they typed are searched for, not parsed."""
-    words = re.findall(r"\w+", text)
+    words = _words(text)
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def _words(text: str) -> list[str]:
+    """The words FTS5's unicode61 tokenizer makes of text: letters and digits (an underscore
+    separates, so GITHUB_TOKEN is two words, and one quoted term of two words would be a
+    phrase query, which a detail=none index refuses)."""
+    return re.findall(r"[^\W_]+", text)
 
 
 _HITS = f"""
@@ -85,7 +93,7 @@ def search(conn: sqlite3.Connection, text: str, harness: str | None = None,
         raise UsageError(f"nothing to search for in {text!r}", hint="give one or more words")
     rows = conn.execute(_HITS, {"query": query, "harness": harness, "since": since,
                                 "limit": limit}).fetchall()
-    words = re.findall(r"\w+", text)
+    words = _words(text)
     return [_hit(row, words) for row in rows]
 
 
@@ -95,7 +103,8 @@ def _hit(row, words: list[str]) -> Hit:
         found = search_text(get_wrapper(harness).parse(decode_raw(stored, codec))) or ""
     except UnknownHarness:
         found = ""
-    return Hit(session_id, harness, relpath, turn, at, kind, snippet(found, words))
+    # masked whole, before the cut: a key cut mid-way loses the prefix the masker knows it by
+    return Hit(session_id, harness, relpath, turn, at, kind, snippet(mask(found), words))
 
 
 def snippet(text: str, words: list[str], width: int = 160) -> str:
