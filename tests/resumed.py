@@ -27,6 +27,7 @@ def check_resumed_log(db: Path, env: dict | None = None) -> None:
     kinds = [i["type"] for i in items]
     assert kinds.count("crash") == 1 and kinds.count("resume") == 1, kinds
     assert {i["turn"] for i in items} == {1}, [(i["type"], i["turn"]) for i in items]
+    check_listed_turns(env, listed[0])
     assert [i for i in items if i["type"] == "prompt" and not i.get("resumed")
             and not i.get("synthetic")][:1], "the user's prompt opens the turn"
     crash_at = kinds.index("crash")
@@ -46,6 +47,14 @@ def check_resumed_log(db: Path, env: dict | None = None) -> None:
     assert turns == [(1, 1, 1)], turns
     assert [a[3] for a in attempts] == [1, 1], attempts
     assert attempts[0][1] in ("crashed", "hung") and attempts[1][2] is not None  # a resume plan
+
+
+def check_listed_turns(env: dict, listed: dict) -> None:
+    """`dh log list` counts the one turn too: --json and the text's TURNS column."""
+    assert listed["turns"] == 1, listed
+    text = dh("log", "list", env={**env, "COLUMNS": "100"}).stdout.splitlines()
+    header, row = text[0].split(), text[1].split()
+    assert row[header.index("TURNS")] == "1", text
 
 
 def check_saved(db: Path, env: dict, session_id: str, cost: dict, crash: dict) -> None:

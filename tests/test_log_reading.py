@@ -39,11 +39,11 @@ def several(tmp_path, run_dh):
 def test_list_fits_80_columns_one_line_per_session(several, run_dh, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     lines = run_dh("log", "list").stdout.splitlines()
-    assert lines[0].split() == ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS", "COST", "TITLE"]
+    assert lines[0].split() == ["ID", "HARNESS", "STATE", "ACTIVE", "TURNS", "TOKENS", "COST", "TITLE"]
     assert len(lines) == 1 + len(IMPORTS) and all(len(line) <= 80 for line in lines)
     # the title: the first prompt, clipped after a whole word to fit (how much fits depends on
     # the id column, whose prefixes are as long as the random ids need)
-    assert re.search(r"  Create the( files\.|…)$", lines[1]), lines[1]
+    assert re.search(r"  Create( the( files\.|…)|…)$", lines[1]), lines[1]
     assert "$0.0007" in lines[1]  # 4 Claude calls priced (see test_cost.py)
     monkeypatch.setenv("COLUMNS", "160")
     wide = run_dh("log", "list").stdout.splitlines()

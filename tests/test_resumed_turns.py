@@ -57,3 +57,15 @@ def test_log_show_names_the_turn_each_snapshot_stands_in(captured, tmp_path):
     snaps = json.loads(dh("log", "show", session["id"], "--json", env=env).stdout)["workspace"]
     marks = re.findall(r"⧉ workspace snapshot \d+: (turn \d+|before the first turn)", text)
     assert len(marks) == len(snaps) > 0 and set(marks) == {"turn 1"}, text
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_the_list_page_counts_the_resumed_turn_once(captured, tmp_path):
+    """`dh serve`'s list counts turns as `dh log list` and the `turns` view do."""
+    from dh_cli.serve.reads import Filters, list_page
+
+    shutil.copy(captured, tmp_path / "dh.db")
+    world = LocalWorld(tmp_path / "dh.db")
+    (row,) = list_page(world, Filters())["rows"]
+    viewed = world.conn.execute("SELECT COUNT(*) FROM turns WHERE source_id = (SELECT MIN(id) FROM sources)")
+    assert row["turns"] == viewed.fetchone()[0] == 1

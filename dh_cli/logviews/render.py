@@ -31,7 +31,8 @@ def _list_cells(s: dict, relative_times: bool, wide: bool) -> list[str]:
 
     when = relative(s["last_activity"]) if relative_times else (s["last_activity"] or "-")[:10]
     t = s.get("tokens") or {}
-    cells = [s["prefix"], s["harness"], state_label(s), when, _count(Usage.of(t).total)]
+    cells = [s["prefix"], s["harness"], state_label(s), when, _count(s.get("turns") or 0),
+             _count(Usage.of(t).total)]
     if "cost" in s:
         cells.append(money(s["cost"]))
     if wide:
@@ -50,7 +51,7 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     """One line per session, fitted to `width` columns: the title takes what is left (a cwd
     column joins on terminals of 120 columns or more)."""
     wide = width >= 120
-    header = ["ID", "HARNESS", "STATE", "ACTIVE", "TOKENS"]
+    header = ["ID", "HARNESS", "STATE", "ACTIVE", "TURNS", "TOKENS"]
     if any("cost" in s for s in sessions):
         header.append("COST")
     header += ["CWD"] if wide else []

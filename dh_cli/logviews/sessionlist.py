@@ -64,16 +64,39 @@ def describe(world, rows: list[dict]) -> list[dict]:
     kept = digests(world, rows)
     each_call = _tiered_calls(world, kept, pricer)
     forks = getattr(world, "forks", dict)()  # a team world's list: the fork's event only
+    turns = turn_counts(world, [r["id"] for r in rows])
     for row in rows:
         title, sums = kept[row["id"]]
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = title
         row["forked_from"] = forks.get(row["id"])
+        row["turns"] = turns.get(row["id"], 0)
         row["tokens"] = sum_totals(sums)
         calls = each_call.get(row["id"]) or [(model, *counts) for model, _, *counts in sums]
         row["cost"] = calls_cost(calls, pricer)["usd"]
         row["resume_cost"] = _resume_cost(world, row, pricer)
     return rows
+
+
+def turn_counts(world, session_ids: list[str]) -> dict[str, int]:
+    """session id -> the turns of its main conversation, counted as `dh log show`, the trace
+    and the log's `turns` view number them: a turn cut by a crash and resumed is one turn (the
+    prompt dh's resume went on with opens none)."""
+    starts, cuts = world.turn_marks(session_ids if len(session_ids) <= 500 else None)
+    return {sid: len(starts.get(sid, ())) - len(continuations(starts.get(sid, []), cuts.get(sid, [])))
+            for sid in session_ids}
+
+
+def continuations(starts: list[str], cuts: list[str]) -> set[int]:
+    """Which of a conversation's turn starts (their times, in the source's order) went on
+    with a cut turn: after each resume of a cut turn, the first start written at or after it,
+    when one came before the cut."""
+    found = set()
+    for cut in cuts:
+        first = next((i for i, at in enumerate(starts) if at >= cut), None)
+        if first:  # neither None nor 0: a turn was open when the resume was planned
+            found.add(first)
+    return found
 
 
 DIGEST_RULES = f"{__version__}/1"  # a digest another dh (or other rules) made is made again

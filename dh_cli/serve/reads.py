@@ -77,10 +77,10 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
     pages = max(1, -(-len(rows) // PAGE))
     page = min(filters.page, pages)
     shown = describe(world, rows[(page - 1) * PAGE:page * PAGE])
-    counts = world.turns_and_kept([r["id"] for r in shown]) if shown else {}
-    for row in shown:
+    kept = world.resumes_kept([r["id"] for r in shown]) if shown else {}
+    for row in shown:  # describe() counted its turns (sessionlist.turn_counts)
         row["snippet"] = (hits or {}).get(row["id"], "")
-        row["turns"], row["kept"] = counts.get(row["id"], (0, 0))
+        row["kept"] = kept.get(row["id"], 0)
     return {"rows": clean(shown), "total": len(rows), "page": page, "pages": pages,
             "searched": hits is not None}
 

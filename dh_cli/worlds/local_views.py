@@ -28,6 +28,25 @@ _SESSION_SUMMARIES = """
       AND (:cwd IS NULL OR s.cwd = :cwd OR s.cwd LIKE :under ESCAPE '\\')
     ORDER BY last_activity DESC, s.id DESC"""
 
+# The records that open a turn in each session's main source (its first), latest generation,
+# each record logged in versions (an OpenCode message) counted at its first (turn_marks): the
+# `turns` view's `marked` rows (worlds/migrations.py m037), in the source's order.
+_TURN_STARTS = """
+    SELECT r.session_id, r.at, r.native_id FROM
+        (SELECT session_id, MIN(id) AS source_id FROM sources {where} GROUP BY session_id) m
+        JOIN records r ON r.source_id = m.source_id
+    WHERE r.turn_start = 1
+      AND r.generation = (SELECT MAX(x.generation) FROM records x WHERE x.source_id = m.source_id)
+    ORDER BY r.session_id, r."offset"
+"""
+
+# dh's resumes that went on with a cut turn, as the `turns` view reads them
+_CUT_RESUMES = """
+    SELECT session_id, at FROM events WHERE type = 'resume_plan'
+      AND COALESCE(json_extract(details, '$.cut'), json_extract(details, '$.continues') <> '') = 1
+      {where}
+    ORDER BY session_id, at"""
+
 # The model calls of many sessions, as the model_calls view counts them (one read of the view
 # for the list, in place of one per session).
 _CALL_ROWS = """
@@ -253,17 +272,30 @@ class LocalViews:
     def harness_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT harness FROM sessions ORDER BY 1")]
 
-    def turns_and_kept(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """session id -> (its turns, the finished calls its resumes kept), for a page of a list:
-        turns as the records that open one in each source's latest generation."""
+    def turn_marks(self, session_ids: list[str] | None) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """({session id: when each record that opens a turn was written, in the order of its main
+        source's latest generation (a record logged in versions counted once)}, {session id:
+        when each resume that went on with a cut turn was planned}), of the named sessions (None:
+        every one). logviews/sessionlist.py turn_counts reads them as the `turns` view does."""
+        where, args = "", []
+        if session_ids is not None:
+            where, args = f"WHERE session_id IN ({', '.join('?' * len(session_ids))})", session_ids
+        starts: dict[str, list[str]] = {sid: [] for sid in session_ids or ()}
+        seen: set[tuple[str, str]] = set()  # (session, native id) of a record met already
+        for sid, at, native in self.conn.execute(_TURN_STARTS.format(where=where), args):
+            if native is None or (sid, native) not in seen:
+                starts.setdefault(sid, []).append(at)
+                seen.add((sid, native))
+        cuts: dict[str, list[str]] = {}
+        for sid, at in self.conn.execute(_CUT_RESUMES.format(where=where.replace("WHERE", "AND")), args):
+            cuts.setdefault(sid, []).append(at)
+        return starts, cuts
+
+    def resumes_kept(self, session_ids: list[str]) -> dict[str, int]:
+        """session id -> the finished calls its resumes kept."""
         marks = ", ".join("?" * len(session_ids))
-        turns = dict(self.conn.execute(
-            f"SELECT r.session_id, COUNT(DISTINCT COALESCE(r.native_id, r.id)) FROM records r"
-            f" WHERE r.session_id IN ({marks}) AND r.turn_start = 1 AND r.generation ="
-            " (SELECT MAX(x.generation) FROM records x WHERE x.source_id = r.source_id)"
-            " GROUP BY r.session_id", session_ids))
         kept = dict(self.conn.execute(
             f"SELECT session_id, SUM(json_extract(details, '$.kept')) FROM events"
             f" WHERE session_id IN ({marks}) AND type = 'resume_plan' GROUP BY session_id", session_ids))
-        return {sid: (turns.get(sid, 0), kept.get(sid) or 0) for sid in session_ids}
+        return {sid: kept.get(sid) or 0 for sid in session_ids}
 
