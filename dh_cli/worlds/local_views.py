@@ -32,12 +32,13 @@ _SESSION_SUMMARIES = """
 # each record logged in versions (an OpenCode message) counted at its first (turn_marks): the
 # `turns` view's `marked` rows (worlds/migrations.py m037), in the source's order.
 _TURN_STARTS = """
-    SELECT r.session_id, r.at, r.native_id FROM
-        (SELECT session_id, MIN(id) AS source_id FROM sources {where} GROUP BY session_id) m
-        JOIN records r ON r.source_id = m.source_id
-    WHERE r.turn_start = 1
-      AND r.generation = (SELECT MAX(x.generation) FROM records x WHERE x.source_id = m.source_id)
-    ORDER BY r.session_id, r."offset"
+    SELECT m.session_id, strftime('%Y-%m-%dT%H:%M:%fZ', r.ts / 1000.0, 'unixepoch'), r.native_id
+    FROM (SELECT o.session_id, o.id AS source_id,
+                 (SELECT MAX(x.generation) FROM records x WHERE x.source_id = o.id) AS generation
+          FROM sources o WHERE o.id IN (SELECT MIN(id) FROM sources {where} GROUP BY session_id)) m
+         JOIN records r
+           ON r.source_id = m.source_id AND r.generation = m.generation AND r.turn_start = 1
+    ORDER BY m.session_id, r."offset"
 """
 
 # dh's resumes that went on with a cut turn, as the `turns` view reads them

@@ -43,6 +43,7 @@ MIGRATIONS: list = [
     migrations_worlds.m044_price_table,
     migrations_worlds.m045_session_digests,
     migrations_worlds.m048_forks,
+    migrations_worlds.m049_turn_starts,
 ]
 SET_NAME = "dh"
 

@@ -1,4 +1,4 @@
-"""The log beside shared worlds and prices (m040-m048): the local argv and world of a session,
+"""The log beside shared worlds and prices (m040 on): the local argv and world of a session,
 each call's price and the table it came from, the list's digests and forks.
 Shipped migrations: never edited (migrations.py holds their one ordered list)."""
 
@@ -88,3 +88,12 @@ def m048_forks(db: Database) -> None:
     # list to show in one read. The fork's own `forked` event is what travels with it.
     db.execute("CREATE TABLE forks (session_id TEXT PRIMARY KEY, forked_from TEXT NOT NULL,"
                " at TEXT NOT NULL)")
+
+
+def m049_turn_starts(db: Database) -> None:
+    # The records that open a turn, in their source's order, with what `dh log list` counts
+    # them by (worlds/local_views.py turn_marks): from the index alone, a list of 10,001
+    # sessions reads their 18,753 turn starts in 0.04 s instead of scanning every record
+    # (0.18 s CPU of a 1.05 s list). Partial: one entry per turn, not per record.
+    db.execute('CREATE INDEX records_turn_starts ON records (source_id, generation, "offset",'
+               " native_id, ts) WHERE turn_start = 1")
