@@ -14,14 +14,14 @@ from . import __version__, cliparams, helptypes, output, paths
 from .errors import DhError
 from .worlds.local_conn import db_error
 
+# A paragraph is one line (the help screen wraps it to the terminal; a line break inside one
+# stays a break, so the text wrapped raggedly at 80 columns); an Example: line fits 76 columns.
 ROOT_HELP = """Durable harness: run coding agents (Claude Code, Codex, OpenCode, Pi) so that a crash costs nothing.
 
-dh mirrors every record of the harness's own session files into a local log as it is written,
-and resumes a crashed, killed or hung session with the harness's own resume flags, without
-paying twice for a model call whose answer is already logged.
+dh mirrors every record of the harness's own session files into a local log as it is written, and resumes a crashed, killed or hung session with the harness's own resume flags, without paying twice for a model call whose answer is already logged.
 
 Example:
-  $ dh run claude -- -p "fix the failing test" --output-format stream-json --verbose
+  $ dh run claude -- -p "fix the failing test"
   $ dh log show 1m8k6p --follow
   $ dh doctor
 """

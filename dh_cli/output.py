@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from contextlib import contextmanager
 from typing import Iterable
 
@@ -180,13 +179,41 @@ def pager(wanted: bool = True):
         proc.wait()
 
 
+def cells(text: str) -> int:
+    """The columns text takes on a terminal: two for a wide character (CJK, most emoji),
+    none for a combining mark or a zero-width one, one for the rest."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_cells(c) for c in text)
+
+
+def _char_cells(char: str) -> int:
+    import unicodedata
+
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def cut_cells(text: str, room: int) -> str:
+    """The longest start of text that takes at most `room` columns."""
+    if text.isascii():
+        return text[:max(0, room)]
+    used = 0
+    for at, char in enumerate(text):
+        used += _char_cells(char)
+        if used > room:
+            return text[:at]
+    return text
+
+
 def clip_words(text: str, room: int) -> str:
     """text in at most `room` columns, cut after a whole word (a single word longer than the
     room is cut where it must be)."""
     text = " ".join(text.split())
-    if len(text) <= room:
+    if cells(text) <= room:
         return text
-    head = text[:room - 1]
+    head = cut_cells(text, room - 1)
     cut = head.rfind(" ")
     return (head[:cut].rstrip(" ,;:") if cut > 0 else head) + "…"
 
@@ -194,26 +221,41 @@ def clip_words(text: str, room: int) -> str:
 def fitted(text: str, width: int | None) -> str:
     """text wrapped at words to `width` columns (None: as it is), each continuation indented
     under the line's own indent plus four."""
-    if not width or (len(text) <= width and "\n" not in text):
-        return text
-    return "\n".join(_wrap(part, width) for part in text.split("\n"))
+    if not width or (len(text) <= width // 2 and "\n" not in text):
+        return text  # (a character takes at most two columns)
+    return "\n".join(_wrap(part, width) for part in text.expandtabs().split("\n"))
 
 
 def _wrap(part: str, width: int) -> str:
-    if len(part) <= width:
+    """One line wrapped at its spaces, by columns: the spaces at a break are dropped, a word
+    longer than half a line breaks after each '/' (a path between its folders), and one still
+    longer than a line is cut where it must be."""
+    if cells(part) <= width:
         return part
-    indent = " " * min(width // 2, len(part) - len(part.lstrip(" ")) + 4)
-    wrapper = _PathWrapper(width, subsequent_indent=indent, break_on_hyphens=False,
-                           replace_whitespace=False)
-    return "\n".join(wrapper.wrap(part)) or part
+    lead = len(part) - len(part.lstrip(" "))
+    indent = " " * min(width // 2, lead + 4)
+    lines, line, gap = [], part[:lead], ""
+    for token in re.split(r"( +)", part[lead:]):
+        if not token or token.startswith(" "):
+            gap = token
+            continue
+        for word in re.split(r"(?<=/)", token) if len(token) > width // 2 else [token]:
+            line, gap = _place(lines, line, gap, word, (width, indent)), ""
+    lines.append(line)
+    return "\n".join(lines)
 
 
-class _PathWrapper(textwrap.TextWrapper):
-    """Wraps at spaces, and inside a word too long for a line after each '/' (a path breaks
-    between its folders, as a hyphenated word breaks after a hyphen)."""
-
-    def _split(self, text: str) -> list[str]:
-        chunks = []
-        for chunk in super()._split(text):
-            chunks += [c for c in re.split(r"(?<=/)", chunk) if c] if len(chunk) > self.width // 2 else [chunk]
-        return chunks
+def _place(lines: list[str], line: str, gap: str, word: str, room: tuple[int, str]) -> str:
+    """The line with word added after gap, or the line put in lines and word begun on a new
+    one (cut into lines of its own while longer than one)."""
+    width, indent = room
+    if not word or cells(line + gap + word) <= width:
+        return line + gap + word if word else line + gap
+    if line.strip():
+        lines.append(line)
+        line = indent
+    while cells(line + word) > width:
+        head = cut_cells(word, width - cells(line)) or word[0]
+        lines.append(line + head)
+        word, line = word[len(head):], indent
+    return line + word

@@ -140,6 +140,27 @@ def test_a_resumed_session_shown_whole_at_80_columns(captured, dh_home, tmp_path
     assert not clipped, f"words clipped inside: {clipped}"
 
 
+def _helps(command, path: str = "dh"):
+    import click
+
+    yield path, command.help or ""
+    for name, sub in getattr(command, "commands", {}).items() if isinstance(command, click.Group) else ():
+        yield from _helps(sub, f"{path} {name}")
+
+
+def test_help_paragraphs_reflow_and_examples_fit_80_columns():
+    """Every paragraph of every command's help is one line (Rich keeps a line break inside a
+    paragraph, so a hard-wrapped text breaks raggedly at 80 columns); an example, a line of
+    its own, fits the help screen's 80 columns (76 inside its margins)."""
+    for path, text in _helps(typer.main.get_command(app)):
+        for paragraph in text.strip().split("\n\n"):
+            lines = paragraph.splitlines()
+            if lines[0].endswith(":"):  # Example: and its lines, each on its own
+                assert all(line.startswith("  ") and len(line) <= 76 for line in lines[1:]), (path, lines)
+            else:
+                assert len(lines) == 1, (path, paragraph)
+
+
 def _dh(*argv: str) -> str:
     done = subprocess.run(["python", "-m", "dh_cli", *argv], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
@@ -174,3 +195,53 @@ def test_every_help_fits_80_columns_uncut(path):
     result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
     assert result.exit_code == 0, result.output
     assert "…" not in result.output and max(map(len, result.output.splitlines())) <= 80, result.output
+
+
+WIDE = ("把测试修好，然后运行全部测试 🚀✅ " * 6 + "ファイルを作成してください。 " * 3)
+LONG_HOST = "build-machine-number-seventeen-in-the-second-rack.datacenter.example.internal"
+
+
+@pytest.fixture
+def wide_session(dh_home, tmp_path):
+    """A Pi session whose last prompt is wide text (CJK, emoji: two columns a character),
+    shown as running on another host with a long name."""
+    import sqlite3
+
+    from .conftest import fixture_home
+
+    home = fixture_home("pi", "basic", tmp_path)
+    native = next(home.rglob("*.jsonl"))
+    last = json.loads(native.read_bytes().splitlines()[-1])
+    entry = {"type": "message", "id": "wide0001", "parentId": last.get("id"),
+             "timestamp": last.get("timestamp"), "message": {"role": "user", "content": WIDE}}
+    with open(native, "a") as handle:
+        handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    _dh("import", "pi", "--all", "--home", str(home))
+    with sqlite3.connect(dh_home / "dh.db") as db:
+        db.execute("UPDATE sessions SET host = ?, state = 'running', cwd = ?",
+                   [LONG_HOST, "/srv/项目/" + "子目录/" * 12 + "最后"])
+    return json.loads(_dh("log", "list", "--json"))[0]["id"]
+
+
+@skip_if_missing(TMUX is None, "tmux is not installed (.ci/run installs it with apt-get)")
+def test_wide_text_and_a_long_host_fit_80_columns(wide_session, tmp_path):
+    """Wide characters take two columns: dh fits by columns, not characters."""
+    terminal = Terminal(tmp_path)
+    try:
+        for argv in (["log", "show", wide_session, "--no-pager"], [], ["log", "list"],
+                     ["log", "search", "ファイル"]):
+            shown, joined = terminal.show(argv, 80, 24)
+            assert _lines(shown) == _lines(joined), (argv, "the terminal wrapped a line", joined)
+            assert "把测试" in shown or argv[:2] != ["log", "show"], shown
+    finally:
+        terminal.close()
+
+
+@pytest.mark.parametrize("text", [WIDE, "  tool Bash [ok] " + WIDE + " /srv/" + "folder/" * 20, "x" * 200,
+                                  "a  b   c " * 20, "tab\there " * 15, "é\u0301" * 90])
+def test_fitted_keeps_every_word_within_the_columns(text):
+    from dh_cli.output import cells, fitted
+
+    lines = fitted(text, 80).split("\n")
+    assert all(cells(line) <= 80 for line in lines), lines
+    assert "".join("".join(lines).split()) == "".join(text.expandtabs().split())

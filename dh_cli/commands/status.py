@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from .. import output, paths
 from ..logviews.render import clip_path
-from ..output import fitted
+from ..output import cells, fitted
 from ..logviews.sessionlist import relative
 from ..logviews.status import Status, gather
 
 
 def _row(session: dict, fact: str, width: int | None) -> str:
+    """The session's line, its cwd clipped at the front to what is left of the width; wrapped
+    when even the rest is wider (a long host name)."""
     head = f"  {session['id']}  {session['harness']:<11} {fact}  "
     cwd = session.get("cwd") or ""
-    return (head + (clip_path(cwd, max(12, width - len(head) - 1)) if width else cwd)).rstrip()
+    return fitted((head + (clip_path(cwd, max(12, width - cells(head) - 1)) if width else cwd)).rstrip(),
+                  width)
 
 
 def _section(title: str, sessions: list[dict], fact, width: int | None, after=None) -> None:

@@ -6,7 +6,7 @@ import json
 import sys
 
 from .. import output
-from ..output import clip_words, fitted
+from ..output import cells, clip_words, cut_cells, fitted
 from ..tokens import Usage, call_text, totals_text
 from ..events_text import summary
 from .logview import SessionView
@@ -84,9 +84,9 @@ def _row(cells: list[str], widths: list[int]) -> str:
 
 def clip_path(path: str, room: int) -> str:
     """A path in at most `room` columns, its end kept: the folders that name it."""
-    if len(path) <= room:
+    if cells(path) <= room:
         return path
-    tail = path[len(path) - room + 1:]
+    tail = cut_cells(path[::-1], room - 1)[::-1]
     cut = tail.find("/")
     return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
 
