@@ -33,16 +33,18 @@ def _view_calls(world, session_id: str) -> list[tuple]:
 
 
 def _log_an_update_of_an_opencode_message(world) -> None:
-    """The message row of an OpenCode call logged again, with more tokens, as OpenCode
-    updates a message while it streams."""
-    conn = sqlite3.connect(world.path)
-    columns = [r[1] for r in conn.execute("PRAGMA table_xinfo(records)") if r[1] not in ("id", "at")]
-    values = {"offset": '"offset" + 100000', "tokens_out": "tokens_out + 7"}
-    conn.execute(f"INSERT INTO records ({', '.join(map(repr, columns))}) SELECT "
-                 + ", ".join(values.get(c, f'"{c}"') for c in columns)
-                 + " FROM records WHERE id = (SELECT MAX(r.id) FROM records r JOIN sessions s"
-                 "  ON s.id = r.session_id WHERE s.harness = 'opencode' AND r.tokens_in IS NOT NULL)")
-    conn.commit()
+    """The message row of an OpenCode call logged again through the log's own insert, with
+    more tokens, as OpenCode updates a message while it streams."""
+    from dh_cli.worlds.local_records import insert_rows
+    from dh_cli.worlds.rows import RECORD_COLUMNS, select_list
+
+    row = list(world.conn.execute(
+        f"SELECT {select_list()} FROM records WHERE id = (SELECT MAX(r.id) FROM records r JOIN"
+        " sessions s ON s.id = r.session_id WHERE s.harness = 'opencode' AND r.tokens_in IS NOT NULL)").fetchone())
+    row[RECORD_COLUMNS.index("offset")] += 100000
+    row[RECORD_COLUMNS.index("tokens_out")] += 7
+    with world._write() as conn:
+        assert insert_rows(conn, [tuple(row)]) == 1
 
 
 def _call_by_call(calls: list[tuple]) -> float | None:

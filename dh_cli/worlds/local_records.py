@@ -35,6 +35,7 @@ def insert_rows(conn, rows: list[tuple]) -> int:
     added = conn.executemany(INSERT_RECORD, [storage_row(row[:ROW_WIDTH]) for row in rows]).rowcount
     if not added:
         return 0
+    _drop_digests(conn, {row[0] for row in rows})
     if untexted:
         from .search import index_records
 
@@ -42,6 +43,14 @@ def insert_rows(conn, rows: list[tuple]) -> int:
     elif texted:
         _index_texts(conn, rows, top, added)
     return added
+
+
+def _drop_digests(conn, source_ids: set[int]) -> None:
+    """What `dh log list` kept of the sessions these sources belong to is made again
+    (worlds/migrations.py m045, m050)."""
+    marks = ", ".join("?" * len(source_ids))
+    conn.execute(f"DELETE FROM session_digests WHERE session_id IN"
+                 f" (SELECT session_id FROM sources WHERE id IN ({marks}))", list(source_ids))
 
 
 def _index_texts(conn, rows: list[tuple], top: int, added: int) -> None:

@@ -44,6 +44,7 @@ MIGRATIONS: list = [
     migrations_worlds.m045_session_digests,
     migrations_worlds.m048_forks,
     migrations_worlds.m049_turn_starts,
+    migrations_worlds.m050_digests_dropped_per_insert,
 ]
 SET_NAME = "dh"
 
