@@ -12,25 +12,14 @@ import sys
 
 import pytest
 
-from dh_cli.worlds.local import LocalWorld
 
-from .conftest import fixture_home
 from .pg import pg_url  # noqa: F401  (fixture)
-from .helpers.secrets_text import KEY, TEXT, dh, leaked
+from .helpers.secrets_text import KEY, TEXT, dh, imported_pi_prompt, leaked
 
 
 @pytest.fixture
 def session(tmp_path):
-    home = fixture_home("pi", "basic", tmp_path)
-    native = next(home.rglob("*.jsonl"))
-    last = json.loads(native.read_bytes().splitlines()[-1])
-    entry = {"type": "message", "id": "secret01", "parentId": last.get("id"),
-             "timestamp": last.get("timestamp"), "message": {"role": "user", "content": TEXT}}
-    with open(native, "a") as handle:
-        handle.write(json.dumps(entry) + "\n")
-    assert dh("import", "pi", "--all", "--home", str(home)).returncode == 0
-    (found,) = LocalWorld().sessions()
-    return found.id, native
+    return imported_pi_prompt(tmp_path, TEXT)
 
 
 def test_show_list_and_export_mask_secrets_unless_asked(session, tmp_path):

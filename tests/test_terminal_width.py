@@ -207,20 +207,13 @@ def wide_session(dh_home, tmp_path):
     shown as running on another host with a long name."""
     import sqlite3
 
-    from .conftest import fixture_home
+    from .helpers.secrets_text import imported_pi_prompt
 
-    home = fixture_home("pi", "basic", tmp_path)
-    native = next(home.rglob("*.jsonl"))
-    last = json.loads(native.read_bytes().splitlines()[-1])
-    entry = {"type": "message", "id": "wide0001", "parentId": last.get("id"),
-             "timestamp": last.get("timestamp"), "message": {"role": "user", "content": WIDE}}
-    with open(native, "a") as handle:
-        handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    _dh("import", "pi", "--all", "--home", str(home))
+    sid, _ = imported_pi_prompt(tmp_path, WIDE)
     with sqlite3.connect(dh_home / "dh.db") as db:
         db.execute("UPDATE sessions SET host = ?, state = 'running', cwd = ?",
                    [LONG_HOST, "/srv/项目/" + "子目录/" * 12 + "最后"])
-    return json.loads(_dh("log", "list", "--json"))[0]["id"]
+    return sid
 
 
 @skip_if_missing(TMUX is None, "tmux is not installed (.ci/run installs it with apt-get)")

@@ -15,9 +15,8 @@ import pytest
 
 from dh_cli.worlds.local import LocalWorld
 
-from .conftest import fixture_home
 from .helpers.crafted_snapshots import crafted, file
-from .helpers.secrets_text import ESCAPES, KEY, TEXT, dh
+from .helpers.secrets_text import ESCAPES, KEY, TEXT, dh, imported_pi_prompt
 
 SEQUENCES = ("\x1b]0;", "\x1b]52;", "\x1b[8m", "\x07")
 HOSTILE_NAME = "notes" + "".join(ESCAPES)
@@ -27,23 +26,15 @@ HOSTILE_NAME = "notes" + "".join(ESCAPES)
 def hostile(tmp_path):
     """A Pi session whose last prompt and cwd hold escapes, with one workspace snapshot
     holding a file named with them."""
-    home = fixture_home("pi", "basic", tmp_path)
-    native = next(home.rglob("*.jsonl"))
-    last = json.loads(native.read_bytes().splitlines()[-1])
-    entry = {"type": "message", "id": "escape01", "parentId": last.get("id"),
-             "timestamp": last.get("timestamp"), "message": {"role": "user", "content": TEXT}}
-    with open(native, "a") as handle:
-        handle.write(json.dumps(entry) + "\n")
-    assert dh("import", "pi", "--all", "--home", str(home)).returncode == 0
+    sid, native = imported_pi_prompt(tmp_path, TEXT)
     world = LocalWorld()
-    (found,) = world.sessions()
-    crafted(world, found.id, [file(HOSTILE_NAME)])
+    crafted(world, sid, [file(HOSTILE_NAME)])
     world.close()
     db = sqlite3.connect(Path(os.environ["DH_HOME"]) / "dh.db")
     with db:
         db.execute("UPDATE sessions SET cwd = ?, state = 'crashed'", ["/srv/" + "".join(ESCAPES)])
     db.close()
-    return found.id, native
+    return sid, native
 
 
 def test_text_views_show_escapes_as_text_through_a_pipe(hostile):

@@ -16,6 +16,28 @@ TEXT = (f"use {KEY} and GITHUB_TOKEN={GH}, db postgres://admin:{URL_PW}@db.inter
         f"curl -H 'Authorization: Bearer {BEARER}' " + "".join(ESCAPES))
 
 
+def imported_pi_prompt(tmp_path, text: str):
+    """A real Pi session with a last user prompt of `text` appended, imported into the log:
+    (its dh id, the native file)."""
+    import json
+
+    from dh_cli.worlds.local import LocalWorld
+    from tests.conftest import fixture_home
+
+    home = fixture_home("pi", "basic", tmp_path)
+    native = next(home.rglob("*.jsonl"))
+    last = json.loads(native.read_bytes().splitlines()[-1])
+    entry = {"type": "message", "id": "appended", "parentId": last.get("id"),
+             "timestamp": last.get("timestamp"), "message": {"role": "user", "content": text}}
+    with open(native, "a") as handle:
+        handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    assert dh("import", "pi", "--all", "--home", str(home)).returncode == 0
+    world = LocalWorld()
+    (found,) = world.sessions()
+    world.close()
+    return found.id, native
+
+
 def dh(*args, env=None, cwd=None):
     return rig.dh(*args, env=env, cwd=cwd, errors="surrogateescape")
 
