@@ -23,11 +23,16 @@ _PREFIXED = re.compile(r"\b(sk-(?:ant-(?:api\d\d-)?|proj-|live-|test-)?|gh[pousr
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
 _BEARER = re.compile(r"\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}", re.I)
 # the name is matched from its keyword on (GITHUB_TOKEN from TOKEN): no backtracking over
-# every word of a record, which made masking 100 us a line
+# every word of a record, which made masking 100 us a line. A quote may carry any number of
+# backslashes (JSON inside a JSON string: `{\"password\": \"…\"}` in a tool's output, deeper
+# in a tool call's arguments); a quoted value is masked whole, to its closing quote, spaces
+# and escapes (`\n`) included.
+_QUOTE = r"\\*[\"']"
 _NAMED = re.compile(
     r"(?P<name>(?:password|passwd|secret|tokens?|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|credential)[\w.-]*[\"']?\s*[:=]\s*(?:\\?[\"'])?)"
-    r"(?P<value>(?!\*\*\*)(?!\d+\b)(?!(?:null|true|false|none)\b)[^\s\"',;&<>\\]{3,})", re.I)
+    r"|private[_-]?key|credential)[\w.-]*(?:" + _QUOTE + r")?\s*[:=]\s*(?P<quote>" + _QUOTE + r")?)"
+    r"(?P<value>(?!\*\*\*)(?!\d+\b)(?!(?:null|true|false|none)\b)"
+    r"(?(quote)(?:[^\"'\\\r\n]|\\+(?![\\\"']))+|[^\s\"',;&<>\\]{3,}))", re.I)
 _NAMED_LOWER = re.compile(_NAMED.pattern)  # on lower-cased text: no IGNORECASE, 4x faster
 # Which families a text may hold, told by plain substrings of its lower-cased copy: a
 # record with none of them skips the substitutions (a push masks every record it sends).
@@ -45,7 +50,7 @@ _KEYWORDS = {
 # `input_tokens: 123`, in every usage record, is no secret, and most records hold one: a
 # `tokens` name passes the prefilter only when a value that is no number or literal follows
 # (`refresh_tokens=…`, `MY_TOKENS="…"`), the values _NAMED masks.
-_TOKENS_VALUE = rb"tokens[\w.-]*[\"']?\s*[:=]\s*(?:\\?[\"'])?(?![\d\s\[{\"'\\]|null|true|false|none)"
+_TOKENS_VALUE = rb"tokens[\w.-]*(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?(?![\d\s\[{\"'\\]|null|true|false|none)"
 _ANY = re.compile(b"|".join(re.escape(k.encode()) for keys in _KEYWORDS.values() for k in keys)
                   .replace(b"token", b"token(?!s)|" + _TOKENS_VALUE))
 _ANY_TEXT = re.compile(_ANY.pattern.decode())  # the same test on text: most values hold no keyword

@@ -15,6 +15,12 @@ HIDDEN = [
     ("password: hunter22", "hunter22"),
     ("curl -H 'Authorization: Bearer abcdefgh12345'", "abcdefgh12345"),
     ("key sk-ant-api03-abcdefghijklmnop", "abcdefghijklmnop"),
+    # JSON inside a tool's output (`cat config.json`), its quotes escaped once or twice
+    ('{"type":"tool_result","content":"{\\"password\\": \\"hunter2-x\\"}"}', "hunter2-x"),
+    ('"arguments":"{\\"cmd\\":\\"echo {\\\\\\"api_key\\\\\\": \\\\\\"k-99887766\\\\\\"}\\"}"', "k-99887766"),
+    ("{'secret': 'two words'}", "two words"),
+    ('{"password": "with space"}', "with space"),
+    ('{"api_key": "abc\\ndefgh"}', "defgh"),
 ]
 
 KEPT = [
