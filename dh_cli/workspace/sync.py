@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .objects import BLOB, DIR, FILE, TREE, blob_hash, encode, parse_tree, tree_bytes, tree_hash
+from .scan import Rules
 from .store import checked_object, store_for
 
+# What a masked world never receives the content of, whatever this machine's `secret_patterns`
+# let it store: the built-in secret names (.env*, *.pem, *.key, id_*, .netrc, …), listed only.
+_SECRET_FILE = Rules()
 CHUNK_BYTES = 8 * 1024 * 1024  # objects per transaction, by stored size
 
 
@@ -54,6 +58,8 @@ class Masked:
             return replace(entry, hash=self.tree(entry.hash))
         if entry.kind != FILE or not entry.hash:
             return entry
+        if _SECRET_FILE.secret(entry.name):  # kept by a narrower `secret_patterns`: never sent
+            return replace(entry, hash=None, note="secret")
         from ..redact import mask_bytes
 
         data = self.store.get(entry.hash)
