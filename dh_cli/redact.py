@@ -18,9 +18,10 @@ from .util import redact_url
 
 MASK = "***"
 _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.S)
-_PREFIXED = re.compile(r"\b(sk-(?:ant-(?:api\d\d-)?|proj-|live-|test-)?|gh[pousr]_|github_pat_|xox[abposr]-"
+# a prefix starts a word, or follows a JSON escape (`\nsk-…` in a tool's output as stored)
+_PREFIXED = re.compile(r"(?:\b|(?<=\\[nrtbf]))(sk-(?:ant-(?:api\d\d-)?|proj-|live-|test-)?|gh[pousr]_|github_pat_|xox[abposr]-"
                        r"|AKIA|ASIA|AIza|glpat-)(?=[A-Za-z0-9_\-]{12,})[A-Za-z0-9_\-]+")
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
+_JWT = re.compile(r"(?:\b|(?<=\\[nrtbf]))eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
 _BEARER = re.compile(r"\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}", re.I)
 # the name is matched from its keyword on (GITHUB_TOKEN from TOKEN): no backtracking over
 # every word of a record, which made masking 100 us a line. A quote may carry any number of

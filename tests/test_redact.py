@@ -20,6 +20,8 @@ HIDDEN = [
     ('"arguments":"{\\"cmd\\":\\"echo {\\\\\\"api_key\\\\\\": \\\\\\"k-99887766\\\\\\"}\\"}"', "k-99887766"),
     ("{'secret': 'two words'}", "two words"),
     ('{"password": "with space"}', "with space"),
+    ('"content":"line one\\nsk-ant-api03-abcdefghijklmnop"', "abcdefghijklmnop"),
+    ('"output":"id\\nAKIAQ7ZXK2M4B5N6P7Q8\\n"', "Q7ZXK2M4B5N6P7Q8"),
     ('{"api_key": "abc\\ndefgh"}', "defgh"),
 ]
 
