@@ -85,25 +85,46 @@ def mask_row_bytes(raw: bytes) -> bytes:
 
 
 def masked_chunks(chunks, masking: bool):
-    """Stored rows with credentials masked in their native bytes (flag `masked` on each
-    row that changed), for a world that masks; the rows as they are otherwise. A row whose
-    bytes hold no keyword of redact.py passes untouched without being decoded twice."""
+    """Stored rows with credentials masked in their native bytes and in every text column
+    derived from them (tool_input, tool_output: flag `masked` on each row that changed), for
+    a world that masks; the rows as they are otherwise. A row whose bytes hold no keyword of
+    redact.py passes untouched without being decoded twice; a derived column is checked on
+    its own (a JSON `\\u` escape hides a keyword from the bytes, not from the decoded text)."""
     if not masking:
         yield from chunks
         return
-    from ..redact import may_hold_secret, mask_bytes
+    for rows in chunks:
+        yield [masked_row(row) for row in rows]
+
+
+def masked_row(row: tuple) -> tuple:
+    from ..redact import mask, may_hold_secret, mask_bytes
     from ..worlds.local import RECORD_COLUMNS, decode_raw, encode_raw
 
+    out = list(row)
+    raw = row[3] if row[4] is None else decode_raw(row[3], row[4])
+    if may_hold_secret(raw) and (masked := mask_bytes(raw)) != raw:
+        out[3:5] = encode_raw(masked)
+    for name in _DERIVED:
+        at = RECORD_COLUMNS.index(name)
+        out[at] = mask(row[at]) if isinstance(row[at], str) else row[at]
+    if out == list(row):
+        return row
     flags = RECORD_COLUMNS.index("flags")
+    out[flags] = ",".join(filter(None, [row[flags], "masked"]))
+    return tuple(out)
 
-    for rows in chunks:
-        out = []
-        for row in rows:
-            raw = row[3] if row[4] is None else decode_raw(row[3], row[4])
-            if may_hold_secret(raw):
-                masked = mask_bytes(raw)
-                if masked != raw:
-                    row = (row[:3] + encode_raw(masked) + row[5:flags]
-                           + (",".join(filter(None, [row[flags], "masked"])),) + row[flags + 1:])
-            out.append(row)
-        yield out
+
+_DERIVED = ("tool_input", "tool_output")  # the text columns a record's bytes are parsed into
+
+
+def masked_events(events: list, masking: bool) -> list:
+    """Events as a world that masks receives them: every text in their details masked (a
+    run's prompt, a harness's error line, a relaunch's reason can quote a credential)."""
+    if not masking:
+        return events
+    from dataclasses import replace
+
+    from ..redact import clean
+
+    return [replace(e, details=clean(e.details)) for e in events]

@@ -26,7 +26,7 @@ from ..models import Source
 from ..workspace import copy_workspace
 from ..worlds.base import Mark, SessionMarks, World
 from ..redact import mask_bytes
-from .diverge import diverged, keep_both, masked_chunks
+from .diverge import diverged, keep_both, masked_chunks, masked_events
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
 
@@ -163,7 +163,8 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
         result.records += copy_source(src, dst, source, mark or Mark(),
                                       src_marks.sources.get(source.relpath, Mark()), counter,
                                       result.diverged)
-    result.events = dst.append_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0))
+    result.events = dst.append_events(masked_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0),
+                                                    getattr(dst, "masks_records", False)))
     result.snapshots = copy_workspace(src, dst, session.id)  # dh_cli/workspace/sync.py
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
