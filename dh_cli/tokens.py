@@ -17,6 +17,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 KINDS = ("input", "cache_read", "cache_write", "cache_write_1h", "output", "reasoning")
+# The most one call may count of one kind: a trillion tokens is no model's call, and under it
+# the SQL sums over a log (SQLite's 64-bit SUM raised "integer overflow" on two records of
+# -2**63) cannot overflow for 8 million calls.
+MOST = 1 << 40
+
+
+def plausible(value) -> bool:
+    """Whether value can be a token count: a whole number from 0 to MOST."""
+    return type(value) is int and 0 <= value <= MOST
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,10 @@ from typing import Callable, Iterator
 from .. import events
 from ..errors import UsageError
 from ..models import Source
+from ..tokens import plausible
 from ..workspace import copy_workspace
 from ..worlds.base import Mark, SessionMarks, World
+from ..worlds.rows import RECORD_COLUMNS
 from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks, masked_events
 
@@ -203,14 +205,28 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
 
 def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
     """Rows as they come, each compressed one decoded once first: a row from a world with an
-    unknown codec or damaged bytes stops the copy with one error, before it is stored."""
+    unknown codec or damaged bytes stops the copy with one error, before it is stored. A
+    token count no call can have (negative, past tokens.MOST: a forged or damaged row) is
+    stored as none, the row flagged `bad_field` as a parse flags such a record."""
     from ..worlds.local import decode_raw
 
     for rows in chunks:
         for row in rows:
             if row[4] is not None:
                 decode_raw(row[3], row[4])
-        yield rows
+        yield [_counts_checked(row) for row in rows]
+
+
+_COUNTS = [RECORD_COLUMNS.index(c) for c in RECORD_COLUMNS if c.startswith("tokens_")]
+_FLAGS = RECORD_COLUMNS.index("flags")
+
+
+def _counts_checked(row: tuple) -> tuple:
+    if all(row[i] is None or plausible(row[i]) for i in _COUNTS):
+        return row
+    out = [None if i in _COUNTS and not plausible(v) else v for i, v in enumerate(row)]
+    out[_FLAGS] = ",".join(filter(None, [row[_FLAGS], "bad_field"]))
+    return tuple(out)
 
 
 def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:

@@ -9,7 +9,7 @@ import datetime as _dt
 import json
 
 from ..models import Parsed
-from ..tokens import KINDS
+from ..tokens import KINDS, plausible
 
 
 def epoch_ms(ts) -> int | None:
@@ -54,15 +54,14 @@ def _plain_calls(parsed: Parsed) -> bool:
 
 
 def _plain_usage(usage) -> bool:
-    """Usage that _checked keeps as it is: exactly the counts of tokens.KINDS, each a 64-bit
-    integer."""
+    """Usage that _checked keeps as it is: exactly the counts of tokens.KINDS, each one a
+    call can have (tokens.plausible)."""
     if usage is None:
         return True
     if type(usage) is not dict or len(usage) != len(_USAGE_KEYS):
         return False
     for key in _USAGE_KEYS:
-        value = usage.get(key)
-        if type(value) is not int or _int64(value) is None:
+        if not plausible(usage.get(key)):
             return False
     return True
 
@@ -106,7 +105,7 @@ def _checked(parsed: Parsed) -> Parsed:
 def _count(value) -> int:
     if type(value) is float and value.is_integer():
         value = int(value)
-    return (_int64(value) or 0) if type(value) is int else 0
+    return value if plausible(value) else 0  # a negative or absurd count: 0, the record flagged
 
 
 def to_record(parsed: Parsed, source_id: int, generation: int, offset: int, raw: bytes) -> tuple:
