@@ -32,7 +32,9 @@ OnLimit = Literal["wait", "stop"]
 DEFAULT_SECRETS = (".env", ".env.*", "*.env", "*.pem", "*.key", "id_*", "*.p12", "*.pfx",
                    "*.jks", "*.keystore", ".netrc", ".pgpass", ".npmrc", ".pypirc",
                    "credentials", "credentials.json", "*.kdbx", ".git-credentials")
-FORBID = {"extra": "forbid"}  # pydantic's config of each dataclass: an unknown key is an error
+# pydantic's config of each dataclass: an unknown key is an error, and so is an infinite
+# number (`--stall-timeout inf` was taken as a timeout that never comes)
+FORBID = {"extra": "forbid", "allow_inf_nan": False}
 
 
 def _about(text: str, **kw):
@@ -342,6 +344,8 @@ def problem_text(problem: dict) -> str:
               "less_than": "less than {lt}", "less_than_equal": "at most {le}"}
     if kind in limits:
         return "must be " + limits[kind].format(**{k: _plain(v) for k, v in ctx.items()})
+    if kind == "finite_number":
+        return "must be a finite number"
     if kind == "literal_error":
         return f"must be {ctx.get('expected', '')}".replace("'", "")
     named = {"int": "a whole number", "float": "a number", "bool": "true or false",

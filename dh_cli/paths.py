@@ -15,7 +15,14 @@ def _xdg(var: str, fallback: str) -> Path:
 
 
 def dh_home() -> Path:
+    """DH_HOME, refused when relative: it would name another log in every folder dh starts
+    in (a `dh resume --cwd`, a worker's child, a shim), so sessions would seem to vanish."""
     value = os.environ.get("DH_HOME")
+    if value and not os.path.isabs(value):
+        from .errors import ConfigError
+
+        raise ConfigError(f"DH_HOME must be an absolute path, not {value!r}",
+                          hint=f"e.g. DH_HOME={os.path.abspath(value)}")
     return Path(value) if value else _xdg("XDG_DATA_HOME", ".local/share") / "dh"
 
 
