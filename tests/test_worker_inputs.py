@@ -53,3 +53,22 @@ def test_the_check_is_the_worker_s(monkeypatch):
         accept(Claim("--help", "pi", "/", "h", 1, 2))))
     Worker(WorkerOptions("postgres", URL, max_sessions=1, notice=lambda _line: None))._claim_all(None)
     assert seen and "not a dh session id" in seen[0]
+
+
+REASONS = [
+    ("1m8v0abcdeQXYZ", None, "it names no working directory"),
+    ("1m8v0abcdeQXYZ", "", "it names no working directory"),
+    ("1m8v0abcdeQXYZ", "rel/x'y", "its working directory (rel/x'y) is not a plain absolute path"),
+    ("1m8v0abcdeQXYZ", "/a/\x1b]0;t\x07/../b",
+     "its working directory (/a/\\x1b]0;t\\x07/../b) is not a plain absolute path"),
+    ("it's\nbad", "/tmp", "its session id (it's\\x0abad) is not a dh session id"),
+    (None, "/tmp", "its session id (empty) is not a dh session id"),
+]
+
+
+@pytest.mark.parametrize(("sid", "cwd", "reason"), REASONS)
+def test_a_refusal_reason_is_words_never_python_text(sid, cwd, reason):
+    """What a world's row holds is quoted in words people read (the reason goes to the
+    world, `dh world status` and the worker's line): no None, no repr quotes or escapes,
+    control characters visible."""
+    assert refusal(None, Claim(sid, "pi", cwd, "host-a", 1, 2)) == reason

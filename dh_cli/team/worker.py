@@ -244,10 +244,12 @@ def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
     """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
     then says whether its cwd is to be restored first)."""
     if not SAFE_ID.fullmatch(candidate.session_id or ""):  # it names a file and an argv word here
-        return f"its session id {candidate.session_id[:80]!r} is not a dh session id"
+        return f"its session id ({_shown(candidate.session_id)}) is not a dh session id"
     cwd = candidate.cwd
-    if not cwd or not os.path.isabs(cwd) or os.path.normpath(cwd) != cwd:
-        return f"its working directory {cwd!r} is not a plain absolute path"
+    if not cwd:
+        return "it names no working directory"
+    if not os.path.isabs(cwd) or os.path.normpath(cwd) != cwd:
+        return f"its working directory ({_shown(cwd)}) is not a plain absolute path"
     who = who or current_user()
     if reason := place_refusal(cwd, who, _started_here(candidate.session_id, cwd)):
         return reason
@@ -263,6 +265,17 @@ def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
                 "no workspace snapshot to restore it from")
     candidate.restore = True
     return None
+
+
+def _shown(text: str | None) -> str:
+    """A world's text in a reason people read: words for none, control characters visible,
+    cut at 80 characters (never Python's repr: None, quotes, backslashes)."""
+    from ..redact import neutralise
+
+    if not text:
+        return "empty"
+    shown = neutralise(text[:80]).replace("\n", "\\x0a").replace("\t", "\\x09")  # one line
+    return shown + ("…" if len(text) > 80 else "")
 
 
 def _not_mine(path: str, what: str, uid: int) -> str | None:
