@@ -123,17 +123,23 @@ def redact_url(text: str) -> str:
 
 def without_password(url: str) -> str:
     """The URL (or libpq `key=value` string) with its password left out, to be kept where
-    it may be read: libpq finds the password again in ~/.pgpass or $PGPASSWORD."""
+    it may be read: libpq finds the password again in ~/.pgpass or $PGPASSWORD. A URL's
+    password is in its user part or in a query parameter (`?password=…`, which both
+    PostgreSQL and Redis read)."""
     if "://" not in url:
         return re.sub(r"\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", "", url).strip()
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password is None:
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _SECRET_PARAM.search(k)]
+    if parts.password is None and len(query) == len(parse_qsl(parts.query, keep_blank_values=True)):
         return url
     host = parts.netloc.rpartition("@")[2]
     user = parts.netloc.rpartition("@")[0].partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host, query=urlencode(query)))
+
+
+_SECRET_PARAM = re.compile(r"pass|secret|token", re.I)  # password, sslpassword, auth_token…
 
 
 _SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"

@@ -27,3 +27,20 @@ def test_a_relative_dh_home_is_refused(tmp_path, command):
     done = dh(*command, env={**os.environ, "DH_HOME": "rel/dh"}, cwd=str(tmp_path))
     one_error(done, 2, "DH_HOME must be an absolute path")
     assert not (tmp_path / "rel").exists()  # nothing written where it pointed
+
+
+@pytest.mark.parametrize(("url", "kept"), [
+    ("postgresql://dh@db:5432/dh?password=S3cret-pw&sslmode=require", "postgresql://dh@db:5432/dh?sslmode=require"),
+    ("postgresql://dh:S3cret-pw@db/dh?sslpassword=S3cret-pw", "postgresql://dh@db/dh"),
+    ("redis://db:6379/0?password=S3cret-pw", "redis://db:6379/0"),
+    ("rediss://:S3cret-pw@db?auth_token=S3cret-pw&ssl_cert_reqs=none", "rediss://db?ssl_cert_reqs=none"),
+    ("host=db password=S3cret-pw dbname=dh", "host=db dbname=dh"),
+    ("postgresql://db/dh?sslmode=require", "postgresql://db/dh?sslmode=require"),
+])
+def test_a_world_url_is_kept_in_the_log_without_its_password(url, kept):
+    """The URL a session replicated to is kept in the local log (session_worlds) for its
+    return; a password in the URL's query, where PostgreSQL and Redis both read one, went
+    with it."""
+    from dh_cli.util import without_password
+
+    assert without_password(url) == kept
