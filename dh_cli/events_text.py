@@ -7,6 +7,7 @@ import json
 import signal
 
 from .output import clip_words
+from .util import readable_epoch
 
 
 def _signal_name(number) -> str:
@@ -54,8 +55,10 @@ def _limit(d: dict) -> str:
     import time
 
     line = f"the service refused the turn: {d.get('label')} limit ({d.get('which')})"
-    if d.get("reset_at"):
-        line += f", resets {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(d['reset_at']))}"
+    if reset := readable_epoch(d.get("reset_at")):  # a world's event may hold anything
+        line += f", resets {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(reset))}"
+    elif d.get("reset_at") is not None:
+        line += ", at a reset time dh cannot read"
     return line + f"; read from {d.get('where')}"
 
 

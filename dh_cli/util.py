@@ -121,6 +121,18 @@ def redact_url(text: str) -> str:
     return _URL_PASSWORD.sub(lambda m: m["pre"] + "***" + m["at"], text)
 
 
+LAST_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC: the last second datetime can show
+
+
+def readable_epoch(value) -> float | None:
+    """value when it is a time dh can show and wait for (epoch seconds, a finite number from
+    1970 to 9999); None for anything else a harness or a world wrote (inf, -1e300, "soon"),
+    which made time.localtime() raise in the middle of `dh run` and `dh log show`."""
+    if type(value) not in (int, float) or not 0 < value <= LAST_EPOCH:  # also False for nan
+        return None
+    return float(value)
+
+
 def without_password(url: str) -> str:
     """The URL (or libpq `key=value` string) with its password left out, to be kept where
     it may be read: libpq finds the password again in ~/.pgpass or $PGPASSWORD. A URL's

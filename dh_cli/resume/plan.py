@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from .. import events
 from ..confine import place, settle
 from ..pathrule import check_native_id
-from ..errors import DhError, NativeStateError
+from ..errors import DhError, NativeStateError, UsageError
 from ..models import Session
-from ..util import scrub
+from ..util import readable_epoch, scrub
 from ..supervisor import launch
 from ..supervisor.spec import LaunchSpec, RunOptions
 from ..supervisor.runner import Supervisor
@@ -217,28 +217,39 @@ def resume_session(world, session: Session, prompt: str | None, opts: RunOptions
         return _resume_now(world, wrapper, session, prompt, opts, spec)
 
 
+# The longest `--at-reset` waits: a week is the longest limit a provider has (Anthropic's
+# and OpenAI's weekly ones), and a day more covers time zones and rounding.
+MOST_AT_RESET = 8 * 24 * 3600
+
+
 def limit_reset(world, session_id: str) -> float | None:
     """When the provider's limit the session last met goes away (epoch seconds): the time
-    its supervisor was waiting for, else the reset the harness told; None if neither."""
+    its supervisor was waiting for, else the reset the harness told; None if neither, or
+    when what the log holds is no time (a world's event may say anything)."""
     for event in reversed(world.events(session_id)):
         if event.type == events.STATE and event.details.get("to") == "WAITING":
-            return event.details.get("until")
+            return readable_epoch(event.details.get("until"))
         if event.type == events.LIMIT:
-            return event.details.get("reset_at")
+            return readable_epoch(event.details.get("reset_at"))
     return None
 
 
 def wait_for_reset(world, session_id: str, notice, clock=None) -> None:
     """`dh resume --at-reset`: sleep until the session's limit resets (at once when it has
-    passed or is unknown, with a line saying so). Ctrl-C ends the wait and dh with it."""
+    passed or is unknown, with a line saying so), never longer than MOST_AT_RESET: a reset
+    further away is no provider's and is refused. Ctrl-C ends the wait and dh with it."""
     import time
 
     reset = limit_reset(world, session_id)
-    now = time.time()
+    now = (clock or time).time()
     if reset is None or reset <= now:
         notice(f"dh: session {session_id} has no limit to wait for" if reset is None
                else f"dh: session {session_id}'s limit has reset; resuming now")
         return
+    if reset - now > MOST_AT_RESET:
+        raise UsageError(f"session {session_id}'s recorded limit resets at {clock_time(reset)}, more than "
+                         f"{MOST_AT_RESET // 86400} days away: no provider's limit lasts that long",
+                         hint="resume without --at-reset, or wait and resume later")
     notice(f"dh: waiting for session {session_id}'s limit to reset: going on at {clock_time(reset)}, "
            f"in {span(reset - now)} · Ctrl-C stops")
     (clock or time).sleep(reset - now)

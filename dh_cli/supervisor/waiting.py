@@ -8,6 +8,7 @@ import signal
 import time
 
 from .. import events
+from ..util import readable_epoch
 from . import states
 from .attempts import Attempt, exit_signal
 from .policy import limit_wait
@@ -23,6 +24,8 @@ def limit_words(limit) -> str:
 
 def clock_time(epoch: float) -> str:
     """A local wall-clock time: 15:02, or with its date when not today."""
+    if readable_epoch(epoch) is None:
+        return "an unreadable time"
     when, today = time.localtime(epoch), time.localtime()
     same_day = when[:3] == today[:3]
     return time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", when)

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ..util import readable_epoch
+
 MAX_TEXT = 300  # of the harness's message, kept in the limit event
 
 # the Anthropic API's unified limits (`anthropic-ratelimit-unified-representative-claim`)
@@ -46,7 +48,7 @@ class Limit:
 
 
 def limit(which: str, label: str, reset_at: float | None, where: str, text: str) -> Limit:
-    return Limit(which, label, reset_at, where, " ".join(text.split())[:MAX_TEXT])
+    return Limit(which, label, readable_epoch(reset_at), where, " ".join(text.split())[:MAX_TEXT])
 
 
 def reset_after(text: str, words: tuple[str, ...], now: float, tz=None) -> float | None:
