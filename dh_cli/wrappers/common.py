@@ -16,7 +16,8 @@ def parse_argv(args: list[str], value_flags: frozenset[str],
                variadic: frozenset[str] = frozenset()) -> tuple[list[list[str]], list[str]]:
     """The flags of args, each grouped with its value(s), and the positional words, both in
     order. Built on split_args; a variadic flag also swallows the bare words right after it,
-    as commander does, so they are not mistaken for the prompt."""
+    as commander does, so they are not mistaken for the prompt. A value flag at the very end,
+    without its value, is left out (the harness refused it: "argument missing")."""
     flags, positionals = split_args(args, value_flags)
     kinds = dict.fromkeys(flags, "flag") | dict.fromkeys(positionals, "word")
     groups, words, want_value, last = [], [], False, -2
@@ -34,6 +35,8 @@ def parse_argv(args: list[str], value_flags: frozenset[str],
             words.append(token)
             continue
         last = i
+    if want_value:  # a value flag ending args, its value missing: in a relaunch it would take
+        groups.pop()  # dh's own next word (`--model --resume=<id>`: a new conversation)
     return groups, words
 
 
