@@ -28,12 +28,14 @@ _BEARER = re.compile(r"\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}", re.
 # backslashes (JSON inside a JSON string: `{\"password\": \"…\"}` in a tool's output, deeper
 # in a tool call's arguments); a quoted value is masked whole, to its closing quote, spaces
 # and escapes (`\n`) included.
-_QUOTE = r"\\*[\"']"
+# An HTML page quotes the same JSON with entities (&quot;), which end a value as a quote does.
+_ENTITY = r"(?:quot|apos|#0*3[49]|#x0*2[27]);"  # after its `&`
+_QUOTE = r"(?:\\*[\"']|&" + _ENTITY + ")"
 _NAMED = re.compile(
     r"(?P<name>(?:password|passwd|secret|tokens?|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key|credential)[\w.-]*(?:" + _QUOTE + r")?\s*[:=]\s*(?P<quote>" + _QUOTE + r")?)"
     r"(?P<value>(?!\*\*\*)(?!\d+\b)(?!(?:null|true|false|none)\b)"
-    r"(?(quote)(?:[^\"'\\\r\n]|\\+(?![\\\"']))+|[^\s\"',;&<>\\]{3,}))", re.I)
+    r"(?(quote)(?:[^\"'\\\r\n&]|&(?!" + _ENTITY + r")|\\+(?![\\\"']))+|[^\s\"',;&<>\\]{3,}))", re.I)
 _NAMED_LOWER = re.compile(_NAMED.pattern)  # on lower-cased text: no IGNORECASE, 4x faster
 # Which families a text may hold, told by plain substrings of its lower-cased copy: a
 # record with none of them skips the substitutions (a push masks every record it sends).

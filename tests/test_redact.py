@@ -20,6 +20,9 @@ HIDDEN = [
     ('"arguments":"{\\"cmd\\":\\"echo {\\\\\\"api_key\\\\\\": \\\\\\"k-99887766\\\\\\"}\\"}"', "k-99887766"),
     ("{'secret': 'two words'}", "two words"),
     ('{"password": "with space"}', "with space"),
+    # the same JSON in an HTML page (an export, dh serve), its quotes as entities
+    ("{&quot;password&quot;: &quot;Json-pw 4411&quot;}", "Json-pw 4411"),
+    ("{&#34;api_key&#34;: &#34;a&amp;b c&#34;}", "a&amp;b c"),
     ('"content":"line one\\nsk-ant-api03-abcdefghijklmnop"', "abcdefghijklmnop"),
     ('"output":"id\\nAKIAQ7ZXK2M4B5N6P7Q8\\n"', "Q7ZXK2M4B5N6P7Q8"),
     ('{"api_key": "abc\\ndefgh"}', "defgh"),
@@ -32,6 +35,7 @@ KEPT = [
     '"max_tokens": "4096"',
     "500 tokens used, 20 tokens cached",
     "password: null",
+    "&quot;max_tokens&quot;: &quot;4096&quot;",
     "the secret is in the sauce",
 ]
 

@@ -9,11 +9,13 @@ from tests import rig
 KEY = "sk-ant-api03-Qx7TqZr9vW2pL4mN8bC1dF6gH3jK5sA0"
 GH = "ghp_R2d2C3po4Bb8Ee1Yoda9Luke7Leia6Hans"
 URL_PW = "Pw9x7c5v3b1n"
+JSON_PW = "Json-pw 4411"  # a password in a JSON file a tool printed: escaped quotes in the record
 BEARER = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
-SECRETS = [KEY, GH, URL_PW, BEARER]
+SECRETS = [KEY, GH, URL_PW, BEARER, JSON_PW]
 ESCAPES = ["\x1b]0;pwned title\x07", "\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b[8mhidden\x1b[0m"]
 TEXT = (f"use {KEY} and GITHUB_TOKEN={GH}, db postgres://admin:{URL_PW}@db.internal/app, "
-        f"curl -H 'Authorization: Bearer {BEARER}' " + "".join(ESCAPES))
+        f"curl -H 'Authorization: Bearer {BEARER}', cat config.json: {{\"password\": \"{JSON_PW}\"}} "
+        + "".join(ESCAPES))
 
 
 def imported_pi_prompt(tmp_path, text: str):
