@@ -28,10 +28,14 @@ NEW_RECORDS = (f'SELECT id, "offset", {STORED_RAW}, codec FROM records WHERE sou
 # recorded or not, so it is never the "last recorded step" a relaunch compares against
 ATTEMPT_END = "attempt_end"
 START = "start"  # the folder when dh first watched it: as a session's first launch starts
-# seconds at least between two looks at the log for newly committed records: a step's
+# seconds at most between two looks at the log for newly committed records: a step's
 # snapshot should hold the folder as that step left it, before the harness's next command
-# (a model round trip later: 0.1 s at the least in the fault soak) can change it; 20 looks
-# a second at most while a harness streams, each a query of the rows committed since
+# (a model round trip later: 0.1 s at the least in the fault soak) can change it. The
+# shared mirror tells a client of its commits at most once a second (shared_server.py
+# PROGRESS_EVERY): waiting for its word alone, a step's snapshot came 0.2-0.3 s late
+# (median; half the steps had none of their own: bench/bench_snapshot_lag.py), up to a
+# second. A look with nothing committed costs one `PRAGMA data_version` and a wake-up
+# (130 us of CPU: 0.3% of a core while the harness runs)
 POLL = 0.05
 STOP_WAIT = 120.0  # how long the final snapshot may take when the attempt ends
 
@@ -164,13 +168,13 @@ class WorkspaceWatcher:
                 world.close()
 
     def _next_look(self) -> bool:
-        """Wait for the next look at the records; True once the attempt ends. Told by the
-        mirror, the thread sleeps while nothing is committed (an idle session costs no
-        query), then lets POLL pass so that one look covers the commits that came with it."""
-        if self.committed is not None:
-            self.committed.wait()
-            self.committed.clear()
-        return self.stop_event.wait(POLL)
+        """Wait for the next look at the records; True once the attempt ends. The mirror's
+        word on a commit (`committed`) wakes the thread at once; else it looks every POLL."""
+        if self.committed is None:
+            return self.stop_event.wait(POLL)
+        self.committed.wait(POLL)
+        self.committed.clear()
+        return self.stop_event.is_set()
 
     def _take(self, snapper: Snapshotter, follower: RecordFollower, last: bool = False) -> None:
         """One snapshot covers every step committed since the last look (the files cannot be
