@@ -27,8 +27,8 @@ from ..wrappers.base import Wrapper
 from ..wrappers.common import with_flags
 from ..wrappers.travel import travelling_args
 from .prepare import Prepared, current_turn, prepare_resume
-from ..wrappers.replay import changed_files_text, unlogged_text
-from ..workspace import unrecorded_changes
+from ..wrappers.replay import changed_files_text, restored_behind_text, steps_named, unlogged_text
+from ..workspace import steps_not_restored, unrecorded_changes
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
     # every caller has just drained the native files (supervisor/watchers.py prepare_sync)
     prepared = prepare_resume(world, wrapper, session, opts.replay, list(tools), synced=True)
     session = world.get_session(session.id)
+    behind = _not_restored(world, wrapper, session, opts)
     if (skip_finished and prepared.turn_complete and spec.headless and not prompt and not prepared.repairs
             and _limit_of(world, wrapper, session) is None):
         _write(world, session, events.resume_skipped(by, "turn complete"), attempt)
@@ -69,11 +70,11 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
         _write(world, session, events.resume_plan("relaunch", why="no native state yet",
                                                   argv=launch.redact_args(list(plan.argv))), attempt)
         return plan
-    plan = _resume(world, wrapper, session, spec, opts, prepared, prompt)
+    plan = _resume(world, wrapper, session, spec, opts, prepared, prompt, behind)
     _write(world, session, events.resume_plan(
         "resume", argv=launch.redact_args(list(plan.argv)), repairs=prepared.repairs,
         rebuilt=prepared.rebuilt, kept=prepared.finished_calls, continues=plan.continues,
-        cut=not prepared.turn_complete, by=by), attempt)
+        cut=not prepared.turn_complete, by=by, not_restored=[s.call_id for s in behind]), attempt)
     return plan
 
 
@@ -96,7 +97,7 @@ def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchP
     return _from_wrapper("relaunch", tui, session=session)
 
 
-def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> RelaunchPlan:
+def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt, behind=()) -> RelaunchPlan:
     """The harness's own resume: headless (or with the user's prompt) through its resume
     flags; a TUI the way its wrapper carries a cut turn on (argv, environment, typed text)."""
     native_id = session.harness_session_id
@@ -105,13 +106,14 @@ def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt) -> 
     done = dict(session=session, kept=prepared.finished_calls, repairs=tuple(prepared.repairs))
     cut = not prepared.turn_complete or _limit_of(world, wrapper, session) is not None
     changed = _unrecorded(world, session, spec.cwd, opts) if cut else []
-    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut, changed=changed)
+    text = prompt or _continue_prompt(opts, spec, prepared.unlogged, cut=cut, changed=changed,
+                                      behind=behind)
     if spec.headless or prompt:
         argv = wrapper.resume_args(list(spec.args), native_id, session.native_path, text, spec.headless)
         return RelaunchPlan("resume", argv=tuple(argv), continues="prompt", **done)
     records = current_turn(world, session, world.sources(session.id)[0])
     tui = wrapper.interactive_resume(list(spec.args), native_id, session.native_path, text, records,
-                                     notes=bool(prepared.unlogged or changed))
+                                     notes=bool(prepared.unlogged or changed or behind))
     return _from_wrapper("resume", tui, **done)
 
 
@@ -122,11 +124,12 @@ def _from_wrapper(mode: str, tui, **plan) -> RelaunchPlan:
 
 
 def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], cut: bool,
-                     changed: list[dict] = ()) -> str | None:
+                     changed: list[dict] = (), behind=()) -> str | None:
     """The continuation prompt, with a word on each tool command that ran without a call in
-    the session and on files changed since the last recorded step (the model decides what
-    to check); in a terminal the user is told too, and a TUI whose turn was not cut gets no
-    prompt at all."""
+    the session, on files changed since the last recorded step, and on recorded steps whose
+    files a restore could not bring (the model decides what to check); in a terminal the
+    user is told too (of the last already: _not_restored), and a TUI whose turn was not cut
+    gets no prompt at all."""
     if not spec.headless and not cut:
         return None
     notes = [unlogged_text(outcome) for outcome in unlogged]
@@ -135,6 +138,8 @@ def _continue_prompt(opts: RunOptions, spec: LaunchSpec, unlogged: list[dict], c
     if not spec.headless:
         for note in notes:
             opts.notice(f"dh: {note}")
+    if behind:
+        notes.append(restored_behind_text(list(behind)))
     return "\n\n".join([opts.continue_prompt, *notes])
 
 
@@ -146,6 +151,21 @@ def _unrecorded(world, session: Session, cwd: str, opts: RunOptions) -> list[dic
     except (DhError, OSError, sqlite3.Error) as exc:
         opts.notice(f"dh: could not compare {cwd} with the last recorded step's snapshot: {exc}")
         return []
+
+
+def _not_restored(world, wrapper, session: Session, opts: RunOptions) -> list:
+    """The recorded steps whose files the restore before this relaunch could not bring (its
+    snapshot is older than them), told to the user here; [] when nothing was restored."""
+    try:
+        behind = steps_not_restored(world, wrapper, session.id, opts.replay)
+    except (DhError, OSError, sqlite3.Error) as exc:
+        opts.notice(f"dh: could not tell which steps the restored workspace holds: {exc}")
+        return []
+    if behind:
+        opts.notice(f"dh: the workspace of session {session.id} was restored from a snapshot taken "
+                    f"before {len(behind)} recorded step(s), whose files may be missing: "
+                    f"{steps_named(behind)}")
+    return behind
 
 
 def _write(world, session: Session, event: events.Event, attempt: int | None) -> None:

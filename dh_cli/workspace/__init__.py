@@ -4,6 +4,7 @@ What other code calls:
   start_watcher(world_path, wrapper, session, cwd, replay)  the supervisor, per attempt
   restore_workspace(world, session_id, cwd, ...)            resume and the worker, before relaunch
   unrecorded_changes(world, session_id, cwd)                the relaunch plan of a cut turn
+  steps_not_restored(world, wrapper, session_id, replay)    the relaunch plan after a restore
   copy_workspace(src, dst, session_id)                      push and pull"""
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ def unrecorded_changes(world, session_id: str, cwd: str) -> list[dict]:
     from .watch import unrecorded
 
     return unrecorded(world, session_id, cwd)
+
+
+def steps_not_restored(world, wrapper, session_id: str, replay: dict) -> list:
+    """The recorded steps (behind.Step) whose files this resume's restore could not bring:
+    its snapshot was taken before them."""
+    if not _enabled():
+        return []
+    from .behind import not_restored
+
+    return not_restored(world, wrapper, session_id, replay)
 
 
 def start_watcher(world_path, wrapper, session, cwd: str, replay: dict | None = None, notice=None,

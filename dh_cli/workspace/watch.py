@@ -46,6 +46,7 @@ class RecordFollower:
     def __init__(self, world, wrapper, session_id: str, replay: dict):
         self.world, self.wrapper, self.session_id, self.replay = world, wrapper, session_id, replay
         self.last_id, self.turn, self.names = 0, 0, {}
+        self.turns: dict[str, int] = {}  # call id -> the turn its result came in
         self.turn_at: int | None = None  # when the last turn's prompt was written (epoch ms)
         self.prompts: set = set()  # ids of the prompts counted (an OpenCode row is logged per update)
         self.version = None  # PRAGMA data_version at the last look
@@ -93,6 +94,7 @@ class RecordFollower:
                 self.names[call.id] = call.name
             for result in parsed.tool_results:
                 name = self.names.get(result.call_id, "")
+                self.turns[result.call_id] = self.turn
                 if replay_class(name, self.replay) != "safe":  # unknown tools may write too
                     out.append(("tool", result.call_id))
             if parsed.turn_end or parsed.kind == "assistant" and self.wrapper.is_complete([parsed]):

@@ -39,6 +39,9 @@ UNLOGGED_TEXT = ("[dh] When the harness stopped, this command of its was running
 CHANGED_TEXT = ("[dh] The working folder changed after the last step this session recorded "
                 "({changes}): a tool call the harness had not yet recorded may already have "
                 "taken effect. Check the current state before running it again.")
+RESTORED_TEXT = ("[dh] The working folder was restored from a snapshot taken before these steps "
+                 "of this session: {steps}. Their results are in the conversation, but what "
+                 "they wrote to the folder may be missing; check before relying on it.")
 CHANGES_SHOWN = 5
 # a workspace change says what a restore of the snapshot would do (workspace/restore.py
 # diff); the model is told what happened to the folder
@@ -53,6 +56,20 @@ def changed_files_text(changes: list[dict]) -> str:
              for c in changes[:CHANGES_SHOWN]]
     more = len(changes) - len(shown)
     return CHANGED_TEXT.format(changes=", ".join(shown) + (f" and {more} more" if more > 0 else ""))
+
+
+def restored_behind_text(steps: list) -> str:
+    """What the model is told when the folder was restored from a snapshot older than its
+    last recorded steps (workspace/behind.py): their results are in the conversation, their
+    files may not be in the folder."""
+    return RESTORED_TEXT.format(steps=steps_named(steps))
+
+
+def steps_named(steps: list) -> str:
+    """`Bash` call toolu_01, … for workspace/behind.Step values."""
+    shown = [f"`{s.tool}` call {s.call_id}" for s in steps[:CHANGES_SHOWN]]
+    more = len(steps) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def unlogged_text(outcome: dict) -> str:
