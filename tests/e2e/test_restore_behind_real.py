@@ -1,0 +1,82 @@
+"""A machine killed after a completed step and before that step's snapshot, with the REAL
+Claude Code CLI headless (pinned and newest): its checkout is lost, `dh resume` restores the
+only snapshot there is (the session's start, 0 files), says which recorded step's files it
+could not bring, and the model's next request carries dh's word naming that step.
+
+The race is made, not waited for: dh is stopped (SIGSTOP) once it has launched the harness
+and taken the start snapshot, so its snapshot thread cannot look; the harness runs the shell
+step alone and asks the model again (that answer stalls); then dh and the harness are killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.fakes.model_server import FakeModelServer
+from tests.helpers.real_runs import RUN_TIMEOUT, finish, launched_pid, session_of
+from tests.helpers.wait import wait_until
+from tests.helpers.workspace_runs import rig_on
+from tests.rig import HEADLESS_ARGS
+
+pytestmark = [pytest.mark.e2e]
+
+SCRIPT = {"replies": [
+    # the first answer waits a little, so the harness asks while dh is already stopped
+    {"text": "Step 0.", "shell": "echo step0 >> steps.log", "delay_s": 2, "delay_times": 1},
+    {"text": "All done.", "delay_s": 120, "delay_times": 1},  # stalls on A: the kill lands then
+]}
+NOTE = "may be missing; check before relying on it"
+
+
+def snapshots(rig, sid: str) -> list[tuple]:
+    return rig.world().conn.execute("SELECT seq, reason, step FROM ws_snapshots WHERE session_id = ?"
+                                    " ORDER BY seq", [sid]).fetchall()
+
+
+def transcript_holds_result(rig) -> bool:
+    return any(b'"tool_result"' in path.read_bytes()
+               for path in (rig.tmp / ".claude" / "projects").glob("*/*.jsonl"))
+
+
+def test_a_restore_from_before_the_last_step_tells_the_model_which_step(tmp_path, installed):
+    server = FakeModelServer(SCRIPT).start()
+    try:
+        a = rig_on(tmp_path / "A", server, installed)
+        dh = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "claude-code", "--max-restarts",
+                               "0", "--", *HEADLESS_ARGS["claude-code"]("Run the step.")],
+                              cwd=a.proj, env=a.env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        harness = launched_pid(a)  # dh launches only once the start snapshot is taken
+        os.kill(dh.pid, signal.SIGSTOP)
+        sid = session_of(a)["id"]
+        assert snapshots(a, sid) == [(1, "start", None)]
+        server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+        wait_until(lambda: transcript_holds_result(a), "the step's result in the transcript")
+        assert (a.proj / "steps.log").read_text() == "step0\n"  # the step ran
+        os.killpg(harness, signal.SIGKILL)
+        os.kill(dh.pid, signal.SIGKILL)
+        finish(dh)
+        assert snapshots(a, sid) == [(1, "start", None)]  # the step's snapshot was never taken
+
+        shutil.rmtree(a.proj)  # the checkout is lost; the harness home is not
+        asked = len(server.main_requests())
+        resumed = subprocess.run([sys.executable, "-m", "dh_cli", "resume", sid], cwd=a.tmp,
+                                 env=a.env, capture_output=True, timeout=RUN_TIMEOUT,
+                                 stdin=subprocess.DEVNULL)
+        err = resumed.stderr.decode()
+        assert resumed.returncode == 0, err
+        assert "(0 file(s) of snapshot 1, start)" in err, err
+        assert "taken before 1 recorded step(s), whose files may be missing: `Bash` call toolu_000" in err, err
+        requests = server.main_requests()[asked:]
+        told = json.dumps(requests[0]["body"]["messages"][-1])
+        assert NOTE in told and "toolu_000" in told, told[-2000:]
+        assert not (a.proj / "steps.log").exists()  # what the model is told may be missing is
+        assert a.world().get_session(sid).state == "finished"
+    finally:
+        server.stop()
