@@ -126,3 +126,32 @@ def test_the_user_and_the_model_are_told_which_steps_may_be_missing(tmp_path):
     assert text.startswith(opts.continue_prompt)
     assert "`bash` call call_a, `bash` call call_b" in text
     assert "may be missing; check before relying on it" in text
+
+
+def test_claude_takes_dh_note_after_its_first_message_and_others_give_no_place():
+    claude = wrappers.get("claude-code")
+    assert claude.with_note(["-p", "Do it.", "--allowedTools", "Bash", "Edit"], "N") == \
+        ["-p", "--allowedTools", "Bash", "Edit", "--", "Do it.\n\nN"]
+    assert claude.with_note(["--model", "x"], "N") is None  # no message: nowhere to say it
+    assert wrappers.get("codex").with_note(["exec", "Do it."], "N") is None
+
+
+def test_a_relaunch_with_no_record_tells_of_a_folder_changed_since_the_start(tmp_path):
+    from dh_cli.resume.plan import RelaunchPlan, _told_of_changes
+
+    s = Session(tmp_path)
+    s.snapper.take("start")
+    said: list[str] = []
+    opts = RunOptions(cwd=str(s.cwd), env={}, notice=said.append)
+    spec = LaunchSpec(("claude",), ("-p", "Run the step."), {}, str(s.cwd), headless=True)
+    plan = RelaunchPlan("relaunch", s.session, spec.args)
+    claude = wrappers.get("claude-code")
+    assert _told_of_changes(s.world, claude, plan, spec, opts) == (plan, 0) and said == []
+    (s.cwd / "steps.log").write_text("soak0\n")  # a step the harness ran before any record
+    told, changed = _told_of_changes(s.world, claude, plan, spec, opts)
+    assert changed == 1 and told.argv[:2] == ("-p", "--")
+    assert told.argv[2].startswith("Run the step.\n\n[dh] The working folder changed")
+    assert "steps.log created" in told.argv[2] and "steps.log created" in said[0]
+    said.clear()
+    same, _ = _told_of_changes(s.world, wrappers.get("codex"), plan, spec, opts)
+    assert same == plan and "the model is not told; tell it yourself" in said[0]

@@ -67,8 +67,10 @@ def plan_relaunch(world, wrapper: Wrapper, session: Session, spec: LaunchSpec, o
                 f"session {session.id} came from elsewhere and holds no conversation yet: dh "
                 "does not run its original command here", hint="start it anew with `dh run`")
         plan = _relaunch(wrapper, session, spec)
+        plan, changed = _told_of_changes(world, wrapper, plan, spec, opts)
         _write(world, session, events.resume_plan("relaunch", why="no native state yet",
-                                                  argv=launch.redact_args(list(plan.argv))), attempt)
+                                                  argv=launch.redact_args(list(plan.argv)),
+                                                  changed=changed), attempt)
         return plan
     plan = _resume(world, wrapper, session, spec, opts, prepared, prompt, behind)
     _write(world, session, events.resume_plan(
@@ -95,6 +97,21 @@ def _relaunch(wrapper: Wrapper, session: Session, spec: LaunchSpec) -> RelaunchP
     if tui is None:
         return RelaunchPlan("relaunch", session, tuple(spec.args))
     return _from_wrapper("relaunch", tui, session=session)
+
+
+def _told_of_changes(world, wrapper, plan: RelaunchPlan, spec, opts) -> tuple[RelaunchPlan, int]:
+    """A session whose harness recorded nothing may still have run a step (Claude Code can
+    run a command before it writes the prompt's row): when the folder differs from the
+    session's last snapshot (its start), the prompt sent again carries dh's word, and the
+    user is told in any case. (the plan, how many changes were found)"""
+    changed = _unrecorded(world, plan.session, spec.cwd, opts)
+    if not changed:
+        return plan, 0
+    note = changed_files_text(changed)
+    argv = wrapper.with_note(list(plan.argv), note)
+    opts.notice(f"dh: {note}" + ("" if argv is not None else
+                " (no prompt goes with this relaunch: the model is not told; tell it yourself)"))
+    return (replace(plan, argv=tuple(argv)) if argv is not None else plan), len(changed)
 
 
 def _resume(world, wrapper, session, spec, opts, prepared: Prepared, prompt, behind=()) -> RelaunchPlan:

@@ -319,6 +319,13 @@ class Wrapper:
         command as it was (the default)."""
         return None
 
+    def with_note(self, args: list[str], note: str) -> list[str] | None:
+        """args with dh's note after the first prompt they carry: the relaunch of a session
+        whose harness recorded nothing yet sends that prompt again, and the model must hear
+        what dh saw happen meanwhile. None: dh knows no place for it in this harness's args
+        (or there is no prompt), and only the user is told."""
+        return None
+
     # the harness's own processes ---------------------------------------------------------
     def harness_part(self, command: str, home: Path) -> bool:
         """True for a process of the harness itself that runs apart from it (own session,

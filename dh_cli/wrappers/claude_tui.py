@@ -9,7 +9,7 @@ from pathlib import Path
 from ..models import Record
 from .base import Relaunch
 from .claude_prompts import LOST, RESENT, clear_startup_only, latest_ms, unsent_prompt
-from .common import prompt_tail
+from .common import note_after_words, prompt_tail
 
 OFF = {"CLAUDE_CODE_RESUME_INTERRUPTED_TURN": None}
 CONVERSATION_KINDS = {"user", "assistant", "tool_call", "tool_result", "compaction"}
@@ -69,6 +69,11 @@ class ClaudeTuiResume:
         note = RESENT if typed else None if words else LOST
         return Relaunch([*original, *prompt_tail(typed)], dict(OFF),
                         "prompt" if typed or words else "none", note=note)
+
+    def with_note(self, args: list[str], note: str) -> list[str] | None:
+        """Claude takes its first message as its one positional word, headless or its TUI
+        (restart_unstarted puts a typed prompt there too)."""
+        return note_after_words(*self._split(args), note)
 
     def _holds_conversation(self, records: list[Record]) -> bool:
         return any(self.parse(r.raw).kind in CONVERSATION_KINDS for r in records)

@@ -72,6 +72,15 @@ def prompt_tail(prompt: str | None) -> list[str]:
     return ["--", prompt] if prompt.startswith("-") else [prompt]
 
 
+def note_after_words(groups: list[list[str]], words: list[str], note: str) -> list[str] | None:
+    """The args of a harness whose positional words are its first message, with `note` after
+    that message: flags first, in their order, then `--` and the message (so that a flag
+    taking several values, last among them, cannot swallow it); None when there is none."""
+    if not words:
+        return None
+    return [*(token for group in groups for token in group), "--", f"{' '.join(words)}\n\n{note}"]
+
+
 def headless_flags(groups: list[list[str]], drop: set[str], headless: bool) -> list[str]:
     """Kept flags with the print switch made to match `headless` (Claude and Pi use -p)."""
     kept = kept_flags(groups, drop | (set() if headless else PRINT_FLAGS))

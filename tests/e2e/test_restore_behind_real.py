@@ -1,7 +1,10 @@
 """A machine killed after a completed step and before that step's snapshot, with the REAL
-Claude Code CLI headless (pinned and newest): its checkout is lost, `dh resume` restores the
-only snapshot there is (the session's start, 0 files), says which recorded step's files it
-could not bring, and the model's next request carries dh's word naming that step.
+Claude Code CLI headless (pinned and newest):
+- its checkout lost, `dh resume` restores the only snapshot there is (the session's start,
+  0 files), says which recorded step's files it could not bring, and the model's next request
+  carries dh's word naming that step;
+- with no record of the step at all (the soak's known gap), `dh resume` relaunches the
+  original command with dh's word on the folder's change after the prompt.
 
 The race is made, not waited for: dh is stopped (SIGSTOP) once it has launched the harness
 and taken the start snapshot, so its snapshot thread cannot look; the harness runs the shell
@@ -19,7 +22,7 @@ import sys
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
-from tests.helpers.real_runs import RUN_TIMEOUT, finish, launched_pid, session_of
+from tests.helpers.real_runs import MAY_HAVE_RUN, RUN_TIMEOUT, finish, launched_pid, session_of
 from tests.helpers.wait import wait_until
 from tests.helpers.workspace_runs import rig_on
 from tests.rig import HEADLESS_ARGS
@@ -44,39 +47,75 @@ def transcript_holds_result(rig) -> bool:
                for path in (rig.tmp / ".claude" / "projects").glob("*/*.jsonl"))
 
 
+def killed_after_a_step_dh_never_saw(a) -> str:
+    """dh run on machine A, dh stopped once it launched the harness, the harness's shell
+    step run, dh and the harness killed while the next answer stalls; the session's id."""
+    dh = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "claude-code", "--max-restarts",
+                           "0", "--", *HEADLESS_ARGS["claude-code"]("Run the step.")],
+                          cwd=a.proj, env=a.env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    harness = launched_pid(a)  # dh launches only once the start snapshot is taken
+    os.kill(dh.pid, signal.SIGSTOP)
+    sid = session_of(a)["id"]
+    assert snapshots(a, sid) == [(1, "start", None)]
+    a.server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+    wait_until(lambda: transcript_holds_result(a), "the step's result in the transcript")
+    assert (a.proj / "steps.log").read_text() == "step0\n"  # the step ran
+    os.killpg(harness, signal.SIGKILL)
+    os.kill(dh.pid, signal.SIGKILL)
+    finish(dh)
+    assert snapshots(a, sid) == [(1, "start", None)]  # the step's snapshot was never taken
+    return sid
+
+
+def resume(a, sid: str) -> tuple[str, dict]:
+    """`dh resume S` on A: its stderr and the first model request it caused."""
+    asked = len(a.server.main_requests())
+    resumed = subprocess.run([sys.executable, "-m", "dh_cli", "resume", sid], cwd=a.tmp, env=a.env,
+                             capture_output=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+    err = resumed.stderr.decode()
+    assert resumed.returncode == 0, err
+    assert a.world().get_session(sid).state == "finished", err
+    return err, a.server.main_requests()[asked]
+
+
+def last_message(request: dict) -> str:
+    return json.dumps(request["body"]["messages"][-1])
+
+
 def test_a_restore_from_before_the_last_step_tells_the_model_which_step(tmp_path, installed):
     server = FakeModelServer(SCRIPT).start()
     try:
         a = rig_on(tmp_path / "A", server, installed)
-        dh = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "claude-code", "--max-restarts",
-                               "0", "--", *HEADLESS_ARGS["claude-code"]("Run the step.")],
-                              cwd=a.proj, env=a.env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        harness = launched_pid(a)  # dh launches only once the start snapshot is taken
-        os.kill(dh.pid, signal.SIGSTOP)
-        sid = session_of(a)["id"]
-        assert snapshots(a, sid) == [(1, "start", None)]
-        server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
-        wait_until(lambda: transcript_holds_result(a), "the step's result in the transcript")
-        assert (a.proj / "steps.log").read_text() == "step0\n"  # the step ran
-        os.killpg(harness, signal.SIGKILL)
-        os.kill(dh.pid, signal.SIGKILL)
-        finish(dh)
-        assert snapshots(a, sid) == [(1, "start", None)]  # the step's snapshot was never taken
-
+        sid = killed_after_a_step_dh_never_saw(a)
         shutil.rmtree(a.proj)  # the checkout is lost; the harness home is not
-        asked = len(server.main_requests())
-        resumed = subprocess.run([sys.executable, "-m", "dh_cli", "resume", sid], cwd=a.tmp,
-                                 env=a.env, capture_output=True, timeout=RUN_TIMEOUT,
-                                 stdin=subprocess.DEVNULL)
-        err = resumed.stderr.decode()
-        assert resumed.returncode == 0, err
+        err, request = resume(a, sid)
         assert "(0 file(s) of snapshot 1, start)" in err, err
         assert "taken before 1 recorded step(s), whose files may be missing: `Bash` call toolu_000" in err, err
-        requests = server.main_requests()[asked:]
-        told = json.dumps(requests[0]["body"]["messages"][-1])
+        told = last_message(request)
         assert NOTE in told and "toolu_000" in told, told[-2000:]
         assert not (a.proj / "steps.log").exists()  # what the model is told may be missing is
-        assert a.world().get_session(sid).state == "finished"
+    finally:
+        server.stop()
+
+
+def test_a_step_run_before_any_record_is_told_with_the_prompt_sent_again(tmp_path, installed):
+    """The soak's known gap: Claude Code can run a command before it writes the prompt's row.
+    Made here by A's dh logging nothing (stopped, in-process mirror) and the transcript
+    removed after the kill: dh finds no conversation, only the folder changed since the
+    session's start snapshot, and relaunches the original command with its word."""
+    server = FakeModelServer(SCRIPT).start()
+    try:
+        a = rig_on(tmp_path / "A", server, installed)
+        a.env["DH_SHARED_MIRROR"] = "0"  # the mirror is in dh's process: stopped with it
+        sid = killed_after_a_step_dh_never_saw(a)
+        assert list(a.world().records(sid)) == []
+        for path in (a.tmp / ".claude" / "projects").glob("*/*.jsonl"):
+            path.unlink()
+        err, request = resume(a, sid)
+        assert "dh: [dh] The working folder changed after the last step this session recorded" \
+            " (steps.log created)" in err, err
+        (told,) = [m for m in map(json.dumps, request["body"]["messages"]) if "Run the step." in m]
+        assert "steps.log created" in told and MAY_HAVE_RUN in told, told[-2000:]
     finally:
         server.stop()
