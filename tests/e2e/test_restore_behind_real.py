@@ -23,6 +23,7 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer
 from tests.helpers.real_runs import MAY_HAVE_RUN, RUN_TIMEOUT, finish, launched_pid, session_of
+from tests.helpers.team_worlds import pg_url, redis_url, team  # noqa: F401  (fixtures)
 from tests.helpers.wait import wait_until
 from tests.helpers.workspace_runs import rig_on
 from tests.rig import HEADLESS_ARGS
@@ -119,3 +120,70 @@ def test_a_step_run_before_any_record_is_told_with_the_prompt_sent_again(tmp_pat
         assert "steps.log created" in told and MAY_HAVE_RUN in told, told[-2000:]
     finally:
         server.stop()
+
+
+@pytest.mark.harnesses("claude-code")
+@pytest.mark.version_sets("pinned")
+def test_a_worker_s_takeover_from_before_the_last_step_tells_the_model(tmp_path, installed, team):
+    """The same through `dh worker` on machine B, each team world. A runs its step and ships
+    it, snapshot included; A is killed and lost (checkout and harness home); the step's
+    snapshot is then deleted from the world, which leaves the world as a kill between the
+    step's record and its snapshot leaves it."""
+    server = FakeModelServer(SCRIPT).start()
+    try:
+        a, b = rig_on(tmp_path / "A", server, installed), rig_on(tmp_path / "B", server, installed)
+        dh = subprocess.Popen([sys.executable, "-m", "dh_cli", "run", "claude-code", "--world", team.name,
+                               "--url", team.url, "--lease-ttl", "5", "--",
+                               *HEADLESS_ARGS["claude-code"]("Run the step.")],
+                              cwd=a.proj, env=a.env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        harness = launched_pid(a)
+        sid = session_of(a)["id"]
+        server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+        wait_until(lambda: last_step_in(team, sid) == "toolu_000", "the step's snapshot in the world")
+        os.killpg(harness, signal.SIGKILL)
+        os.killpg(dh.pid, signal.SIGKILL)
+        finish(dh)
+        team.drop_snapshots_after(sid, 1)  # the start snapshot stays
+        shutil.rmtree(a.proj)
+        shutil.rmtree(a.tmp / ".claude")
+        asked = len(server.main_requests())
+        with open(b.tmp / "worker.err", "wb") as err:
+            worker = subprocess.Popen([sys.executable, "-m", "dh_cli", "worker", "--world", team.name,
+                                       "--url", team.url, "--lease-ttl", "5"], cwd=b.proj, env=b.env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                      start_new_session=True)
+        try:
+            wait_until(lambda: finished_in(team, sid), "the turn to finish on B", RUN_TIMEOUT)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=90)
+        told = last_message(server.main_requests()[asked])
+        assert NOTE in told and "toolu_000" in told, told[-2000:]
+        world = team.open()
+        try:
+            plans = [e.details for e in world.events(sid) if e.type == "resume_plan"]
+        finally:
+            world.close()
+        assert plans[-1].get("not_restored") == ["toolu_000"], plans
+    finally:
+        server.stop()
+
+
+def last_step_in(team, sid: str) -> str | None:
+    from dh_cli.workspace.restore import pick
+
+    world = team.open()
+    try:
+        snap = pick(world, sid)
+        return snap.step if snap else None
+    finally:
+        world.close()
+
+
+def finished_in(team, sid: str) -> bool:
+    world = team.open()
+    try:
+        return world.get_session(sid).state == "finished"
+    finally:
+        world.close()

@@ -49,6 +49,21 @@ class Team:
         finally:
             world.close()
 
+    def drop_snapshots_after(self, sid: str, seq: int) -> None:
+        """Delete the session's workspace snapshots after `seq` from the world."""
+        world = self.open()
+        try:
+            if self.name == "postgres":
+                world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s AND seq > %s"
+                            " RETURNING 1", [sid, seq])
+            else:
+                key = f"dh:ws_snapshots:{sid}"
+                later = [k for k in world.client.hkeys(key) if int(k) > seq]
+                if later:
+                    world.client.hdel(key, *later)
+        finally:
+            world.close()
+
     def outage(self, during) -> None:
         """Stop the server, run `during()`, start the server again."""
         if self.name == "postgres":
