@@ -140,7 +140,7 @@ def test_a_worker_s_takeover_from_before_the_last_step_tells_the_model(tmp_path,
         harness = launched_pid(a)
         sid = session_of(a)["id"]
         server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
-        wait_until(lambda: last_step_in(team, sid) == "toolu_000", "the step's snapshot in the world")
+        wait_until(lambda: team.last_snapshot_step(sid) == "toolu_000", "the step's snapshot in the world")
         os.killpg(harness, signal.SIGKILL)
         os.killpg(dh.pid, signal.SIGKILL)
         finish(dh)
@@ -168,17 +168,6 @@ def test_a_worker_s_takeover_from_before_the_last_step_tells_the_model(tmp_path,
         assert plans[-1].get("not_restored") == ["toolu_000"], plans
     finally:
         server.stop()
-
-
-def last_step_in(team, sid: str) -> str | None:
-    from dh_cli.workspace.restore import pick
-
-    world = team.open()
-    try:
-        snap = pick(world, sid)
-        return snap.step if snap else None
-    finally:
-        world.close()
 
 
 def finished_in(team, sid: str) -> bool:

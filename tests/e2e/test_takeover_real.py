@@ -245,17 +245,6 @@ def check_rebuild_from_the_world(tmp_path, server, installed, team: Team, b: Rig
     assert copy.read_bytes() == native.read_bytes()
 
 
-def snapshot_step(team: Team, sid: str) -> str | None:
-    from dh_cli.workspace.restore import pick
-
-    world = team.open()
-    try:
-        snap = pick(world, sid)
-        return snap.step if snap else None
-    finally:
-        world.close()
-
-
 @pytest.mark.harnesses("claude-code")
 def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, team):
     """Issue 16 through `dh worker`: files written and edited over several tool calls on A;
@@ -272,7 +261,7 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, team):
         # it (the second write) in the world: the last completed step
         wait(lambda: logged(a, "tool_result") >= 3, 60, "three tool results in A's log")
         sid = the_session(a)
-        wait(lambda: snapshot_step(team, sid) == "toolu_002", 60, "the last step's snapshot in the world")
+        wait(lambda: team.last_snapshot_step(sid) == "toolu_002", 60, "the last step's snapshot in the world")
         in_the_world(a, team, sid)
         expected = {p: (a.proj / p).read_bytes() for p in ("notes/a.txt", "data/b.txt")}
         assert expected["notes/a.txt"] == b"alpha, edited\n"

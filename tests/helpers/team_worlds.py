@@ -49,6 +49,17 @@ class Team:
         finally:
             world.close()
 
+    def last_snapshot_step(self, sid: str) -> str | None:
+        """The step of the session's last workspace snapshot in the world."""
+        from dh_cli.workspace.restore import pick
+
+        world = self.open()
+        try:
+            snap = pick(world, sid)
+            return snap.step if snap else None
+        finally:
+            world.close()
+
     def drop_snapshots_after(self, sid: str, seq: int) -> None:
         """Delete the session's workspace snapshots after `seq` from the world."""
         world = self.open()
