@@ -75,6 +75,14 @@ class ConfigError(UsageError):
     pass
 
 
+class NotGranted(DhError):
+    """A session from elsewhere had permissions this machine's flags do not grant its harness."""
+
+    exit_code = 6
+    exit_meaning = ("A session from elsewhere ran with permissions this machine's local_flags "
+                    "do not grant its harness.")
+
+
 # The exit codes that are no DhError's: success, Ctrl-C (cli.report_error) and the harness's own.
 OTHER_EXIT_CODES = [
     ("0", "Success."),

@@ -59,8 +59,10 @@ def run(argv: list[str], prompt, headless: bool) -> Event:
     return Event(RUN, {"argv": argv, "prompt": prompt, "headless": headless}, "intent")
 
 
-def launch(argv: list[str]) -> Event:
-    return Event(LAUNCH, {"argv": argv}, "intent")
+def launch(argv: list[str], grant: dict | None = None) -> Event:
+    """grant: what the flags let the model do (wrappers/grants.py), read by a machine that
+    takes the session over, whose own flags must grant as much."""
+    return Event(LAUNCH, {"argv": argv, **({"grant": grant} if grant else {})}, "intent")
 
 
 def launched(pid: int, create_time: float | None) -> Event:

@@ -47,6 +47,9 @@ HOSTILE = {
            ["-p", "--mode", "json", "--provider", "mock", "--model", "m"],
            ["-e", "./evil.ts", "--extension", "/tmp/evil.ts", "--system-prompt", "obey"]),
 }
+# this machine's flags that grant what HOSTILE's permission flags did (resume/grants.py)
+GRANTING = {"claude-code": ["--dangerously-skip-permissions"],
+            "codex": ["--dangerously-bypass-approvals-and-sandbox"], "pi": []}
 HOME_ENV = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME", "pi": "PI_CODING_AGENT_DIR"}
 BIN_ENV = {"claude-code": "DH_CLAUDE_BIN", "codex": "DH_CODEX_BIN", "pi": "DH_PI_BIN"}
 
@@ -66,6 +69,12 @@ def imported(tmp_path: Path, harness: str, argv: list[str]) -> tuple[str, dict]:
     return sid, env
 
 
+def grant_here(harness: str, flags: list[str]) -> None:
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "dh" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[local_flags]\n{harness} = {json.dumps(flags)}\n")
+
+
 def launched(tmp_path: Path) -> list[str]:
     return (tmp_path / "launched").read_text().splitlines()
 
@@ -74,11 +83,12 @@ def launched(tmp_path: Path) -> list[str]:
 def test_a_session_from_elsewhere_brings_only_the_flags_that_travel(tmp_path, harness):
     stored, travel, never = HOSTILE[harness]
     sid, env = imported(tmp_path, harness, stored)
+    grant_here(harness, GRANTING[harness])
     (tmp_path / "here").mkdir()
     resumed = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
     assert resumed.returncode == 0, resumed.stderr
     argv = launched(tmp_path)
-    assert not set(never) & set(argv), argv
+    assert not (set(never) - set(GRANTING[harness])) & set(argv), argv
     assert [a for a in argv if a in travel] == travel, argv
     assert "came from elsewhere" in resumed.stderr and "stay behind" in resumed.stderr
 
@@ -86,14 +96,12 @@ def test_a_session_from_elsewhere_brings_only_the_flags_that_travel(tmp_path, ha
 def test_this_machine_s_local_flags_are_given_instead(tmp_path):
     stored, _, _ = HOSTILE["claude-code"]
     sid, env = imported(tmp_path, "claude-code", stored)
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "dh" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text('[local_flags]\nclaude = ["--permission-mode", "acceptEdits"]\n')
+    grant_here("claude", ["--permission-mode", "bypassPermissions"])
     (tmp_path / "here").mkdir()
     resumed = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
     assert resumed.returncode == 0, resumed.stderr
     argv = launched(tmp_path)
-    assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
+    assert argv[argv.index("--permission-mode") + 1] == "bypassPermissions"
     assert "--dangerously-skip-permissions" not in argv
 
 

@@ -26,6 +26,7 @@ from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from ..wrappers.common import with_flags
 from ..wrappers.travel import travelling_args
+from . import grants
 from .prepare import Prepared, current_turn, prepare_resume
 from ..wrappers.replay import changed_files_text, restored_behind_text, steps_named, unlogged_text
 from ..workspace import steps_not_restored, unrecorded_changes
@@ -313,6 +314,7 @@ def stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> 
         return original, False
     kept, left = travelling_args(wrapper, original)
     mine = local_flags(opts.local_flags, wrapper)
+    grants.check(world, wrapper, session.id, mine)  # never with fewer permissions than it had
     if left:
         opts.notice(f"dh: session {session.id} came from elsewhere: its {', '.join(left)} "
                     f"stay{'s' if len(left) == 1 else ''} behind; it runs with this machine's "

@@ -270,6 +270,11 @@ class Wrapper:
     # reply (model, output format, the headless switch), never what the harness may do
     travels: frozenset[str] = frozenset()
     command_words: frozenset[str] = frozenset()  # a first word that says how it runs (`exec`)
+    # what the harness's flags let its model do without asking (grants.py): flag -> reader,
+    # level -> the flags that grant it, and what it does with none (None: it asks)
+    grant_table: dict = {}
+    grant_flags: dict[str, tuple[str, ...]] = {}
+    base_grant = None
 
     def is_headless(self, args: list[str]) -> bool:
         raise NotImplementedError

@@ -36,6 +36,7 @@ from .common import (PRINT_FLAGS, flag_name, headless_flags, options, parse_argv
 from .claude_prompts import project_slug
 from .claude_repair import repair_lines
 from .claude_tui import ClaudeTuiResume
+from .grants import ALL, ASK, AUTO, EDITS, Grant, switch, tools_named, value_level
 from .identity import modified_since
 from .limits import Limit, limit, reset_after
 
@@ -285,6 +286,18 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
     variadic_flags = VARIADIC_FLAGS
     travels = frozenset({"-p", "--print", "--model", "--fallback-model", "--output-format",
                          "--input-format", "--verbose", "--include-partial-messages"})
+    # 2.1.197's --help. --allow-dangerously-skip-permissions only offers bypass mode, but the
+    # user may have switched to it in the TUI, which no flag shows: read as granted.
+    grant_table = {
+        "--dangerously-skip-permissions": switch(ALL),
+        "--allow-dangerously-skip-permissions": switch(ALL),
+        "--permission-mode": value_level({"default": ASK, "plan": ASK, "dontAsk": ASK,
+                                          "acceptEdits": EDITS, "auto": AUTO,
+                                          "bypassPermissions": ALL}),
+        "--allowedTools": lambda values: Grant(ASK, tools_named(values)),
+        "--allowed-tools": lambda values: Grant(ASK, tools_named(values))}
+    grant_flags = {ALL: ("--dangerously-skip-permissions",), AUTO: ("--permission-mode", "auto"),
+                   EDITS: ("--permission-mode", "acceptEdits"), "tools": ("--allowedTools",)}
 
     def _split(self, args: list[str]) -> tuple[list[list[str]], list[str]]:
         return parse_argv(args, self.value_flags, VARIADIC_FLAGS)

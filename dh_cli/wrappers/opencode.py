@@ -39,6 +39,7 @@ from ..tokens import counts, whole
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
+from .grants import ALL, switch
 from .identity import pick_launched, same_dir
 from .limits import CLAIMS, Limit, api_limit_kind, limit, retry_after
 from .opencode_rows import latest_rows, row_data, row_key, row_order
@@ -265,6 +266,9 @@ class OpenCodeWrapper(Wrapper):
     value_flags = VALUE_FLAGS
     travels = frozenset({"-m", "--model", "--format", "--variant"})
     command_words = frozenset({"run"})
+    # `opencode run --auto` (1.x's --help): approves what its config does not deny
+    grant_table = {"--auto": switch(ALL)}
+    grant_flags = {ALL: ("--auto",)}
 
     def _run_index(self, args: list[str]) -> int | None:
         """The index of the `run` subcommand, when the first positional word is `run`."""

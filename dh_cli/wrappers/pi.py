@@ -36,6 +36,7 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch
                    text_of)
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
+from .grants import ALL, Grant
 from .identity import modified_since
 from .limits import Limit, api_limit_kind, limit, wait_told
 from .relaunch import typed_prompt_lost
@@ -186,6 +187,8 @@ class PiWrapper(Wrapper):
     # launching and resuming ----------------------------------------------------------------
     value_flags = VALUE_FLAGS
     travels = frozenset({"-p", "--print", "--mode", "--provider", "--model", "--thinking"})
+    # Pi asks before nothing: its flags only take tools away (--tools, --no-tools)
+    base_grant = Grant(ALL)
 
     def is_headless(self, args: list[str]) -> bool:
         groups, _ = parse_argv(args, self.value_flags)

@@ -1,0 +1,111 @@
+"""What a harness lets its model do without asking, read from its flags as a level every
+machine reads the same way (pure).
+
+A session's permission, sandbox and tool flags never travel (travel.py): the machine that
+runs a session from elsewhere gives its own (`local_flags`). So that it never runs one with
+fewer, the launch records the *grant* its flags gave (`Grant.to_dict`: a level and the tools
+allowed by name, never the flags), and a machine resumes the session only when its own
+flags grant at least as much (`Grant.covers`). Each wrapper holds its harness's table
+(`grant_table`: flag -> what it grants, `grant_flags`: the flags that grant a level), and
+`base_grant`, what the harness does with no flag at all.
+
+Levels, in order: `ask` (every tool that changes something asks, or is denied headless),
+`edits` (file edits in the workspace without asking), `auto` (the harness's own reviewer
+approves), `all` (every tool, no sandbox). A recorded grant is untrusted: whatever it says
+can only make dh refuse, never add a flag; a level this dh does not know reads as `all`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .common import flag_name, parse_argv
+
+ASK, EDITS, AUTO, ALL = "ask", "edits", "auto", "all"
+LEVELS = (ASK, EDITS, AUTO, ALL)
+WHAT = {ASK: "asks before any tool that changes something",
+        EDITS: "edits files without asking", AUTO: "lets its own reviewer approve tools",
+        ALL: "runs every tool without asking and without a sandbox"}
+# a recorded grant is read from a world: bounded, so a forged one costs nothing to read
+MAX_TOOLS, MAX_TOOL_NAME = 64, 200
+# "Bash(git *) Edit,Read": names, each with an optional parenthesised pattern
+_TOOL = re.compile(r"[^\s,()]+(?:\([^)]*\))?")
+
+
+@dataclass(frozen=True)
+class Grant:
+    level: str = ASK
+    tools: frozenset[str] = field(default_factory=frozenset)  # allowed by name at `ask`
+
+    def covers(self, needed: "Grant") -> bool:
+        """This grant lets the model do at least what `needed` did."""
+        if LEVELS.index(self.level) < LEVELS.index(needed.level):
+            return False
+        return self.level == ALL or needed.tools <= self.tools
+
+    def joined(self, other: "Grant") -> "Grant":
+        level = max(self.level, other.level, key=LEVELS.index)
+        return Grant(level, self.tools | other.tools)
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "tools": sorted(self.tools)}
+
+    def describe(self) -> str:
+        tools = f"; allowed without asking: {', '.join(sorted(self.tools))}" if self.tools else ""
+        return f"{self.level} ({WHAT[self.level]}{tools})"
+
+    @classmethod
+    def recorded(cls, data) -> "Grant | None":
+        """A grant read from a session's journal (untrusted); None when there is none."""
+        if not isinstance(data, dict):
+            return None
+        level = data.get("level") if data.get("level") in LEVELS else ALL
+        tools = data.get("tools") if isinstance(data.get("tools"), list) else []
+        names = [t for t in tools[:MAX_TOOLS] if isinstance(t, str) and len(t) <= MAX_TOOL_NAME]
+        return cls(level if len(names) == len(tools) else ALL, frozenset(names))
+
+
+def tools_named(values: list[str]) -> frozenset[str]:
+    return frozenset(_TOOL.findall(" ".join(values)))
+
+
+def granted(wrapper, args: list[str], needed: bool = False) -> Grant:
+    """What args let the harness's model do. A flag whose value the table does not know
+    grants nothing when it is this machine's (needed=False) and everything when it is what
+    a session ran with (needed=True): either way dh never runs with less than it had."""
+    groups, _ = parse_argv(args, wrapper.value_flags, wrapper.variadic_flags)
+    grant = wrapper.base_grant or Grant()
+    for group in groups:
+        read = wrapper.grant_table.get(flag_name(group))
+        if read is None:
+            continue
+        values = [group[0].partition("=")[2]] if "=" in group[0] else group[1:]
+        found = read(values)
+        grant = grant.joined(found if found is not None else Grant(ALL if needed else ASK))
+    return grant
+
+
+def flags_for(wrapper, needed: Grant) -> list[str]:
+    """Flags of the harness that grant at least `needed` (its table's own words)."""
+    for level in LEVELS[LEVELS.index(needed.level):]:
+        if level in wrapper.grant_flags and level != ASK:
+            flags = list(wrapper.grant_flags[level])
+            break
+    else:
+        flags = []
+    if needed.tools and needed.level != ALL and "tools" in wrapper.grant_flags:
+        flags += [*wrapper.grant_flags["tools"], ",".join(sorted(needed.tools))]
+    return flags
+
+
+def value_level(levels: dict[str, str]):
+    """A table entry for a flag whose one value names a level (None: a value not known)."""
+    def read(values: list[str]) -> Grant | None:
+        level = levels.get(values[-1]) if values else None
+        return Grant(level) if level else None
+    return read
+
+
+def switch(level: str):
+    """A table entry for a switch that grants a level."""
+    return lambda values: Grant(level)
