@@ -46,5 +46,5 @@ def worker_command(
     found = team.world_class(world_name).resolve_url(team.configured_url(world_name, url))
     opts = WorkerOptions(world_name, found, names, max_sessions, ttl,
                          output.note_shown,  # its lines name hosts, cwds and reasons from the world
-                         run_as=run_as(user, root))
+                         run_as=run_as(user, root), local_flags=dict(settings.local_flags))
     raise typer.Exit(Worker(opts).run())

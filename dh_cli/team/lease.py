@@ -80,10 +80,11 @@ class Lease:
             self.world.lease_release(self.session_id, self.epoch)
             self.epoch = None
 
-    def let_go(self, refused: str | None = None) -> None:
+    def let_go(self, refused: str | None = None, passed: str | None = None) -> None:
         """Stop holding without ending the session (a resume that failed before its
         supervisor ran): the lease lapses now, so the open turn stays claimable, or, with a
-        reason, is kept from every worker (`refused`, shown by `dh world status`)."""
+        reason, is kept from every worker (`refused`, shown by `dh world status`). `passed`:
+        why this machine could not run it, noted for people, claimable by others."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -92,6 +93,8 @@ class Lease:
             return
         try:
             self.world.lease_lapse(self.session_id, epoch, refused)
+            if passed:
+                self.world.lease_pass(self.session_id, epoch, f"{self.holder.host}: {passed}")
         except WorldError:
             pass  # the server is gone: the lease lapses on its own after its TTL
 

@@ -17,7 +17,7 @@ _TAKE = """
     ON CONFLICT (session_id) DO UPDATE SET holder_host = EXCLUDED.holder_host,
         holder_boot_id = EXCLUDED.holder_boot_id, holder_pid = EXCLUDED.holder_pid,
         epoch = l.epoch + 1, heartbeat_at = now(), ttl_s = EXCLUDED.ttl_s, released_at = NULL,
-        refused = NULL, prev_host = l.holder_host, prev_epoch = l.epoch
+        refused = NULL, passed = NULL, prev_host = l.holder_host, prev_epoch = l.epoch
     WHERE l.heartbeat_at + make_interval(secs => l.ttl_s) < now() OR l.released_at IS NOT NULL
        OR (l.holder_host, l.holder_boot_id, l.holder_pid) = (EXCLUDED.holder_host,
            EXCLUDED.holder_boot_id, EXCLUDED.holder_pid)
@@ -31,7 +31,7 @@ _ADOPT = """
 _MOVE = """
     UPDATE dh.leases SET prev_host = holder_host, prev_epoch = epoch, epoch = epoch + 1,
         holder_host = %(host)s, holder_boot_id = %(boot)s, holder_pid = %(pid)s,
-        heartbeat_at = now(), ttl_s = %(ttl)s, released_at = NULL, refused = NULL
+        heartbeat_at = now(), ttl_s = %(ttl)s, released_at = NULL, refused = NULL, passed = NULL
     WHERE session_id = %(sid)s {only} RETURNING epoch"""
 
 # locked: of two claimers of the same orphan, the second waits, then finds the epoch moved
@@ -49,7 +49,7 @@ _LEASES = """
     SELECT session_id, holder_host, holder_boot_id, holder_pid, epoch,
            extract(epoch FROM now() - heartbeat_at),
            extract(epoch FROM heartbeat_at + make_interval(secs => ttl_s) - now()),
-           released_at IS NOT NULL, refused, prev_host, prev_epoch
+           released_at IS NOT NULL, refused, prev_host, prev_epoch, passed
     FROM dh.leases WHERE %(sid)s::text IS NULL OR session_id = %(sid)s"""
 
 
@@ -111,6 +111,11 @@ class PgLeases:
 
     def lease_refuse(self, session_id: str, epoch: int, reason: str) -> None:
         self._rows("UPDATE dh.leases SET refused = %s WHERE session_id = %s AND epoch = %s"
+                   " RETURNING 1", [reason, session_id, epoch])
+
+    def lease_pass(self, session_id: str, epoch: int, reason: str) -> None:
+        # no NOTIFY (m016's trigger watches epoch and refused): nobody need wake for a note
+        self._rows("UPDATE dh.leases SET passed = %s WHERE session_id = %s AND epoch = %s"
                    " RETURNING 1", [reason, session_id, epoch])
 
     def leases(self, session_id: str | None = None) -> dict[str, LeaseRow]:

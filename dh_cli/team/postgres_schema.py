@@ -94,6 +94,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE dh.takeovers (session_id text NOT NULL, at timestamptz NOT NULL DEFAULT now(),
             host text NOT NULL);
         CREATE INDEX takeovers_session ON dh.takeovers (session_id, at)"""),
+    # Why the last worker that saw an orphan left it (its harness, flags or folders are not
+    # this machine's): shown, never keeping other workers from it; the next holder clears it.
+    ("m049_lease_passes", "ALTER TABLE dh.leases ADD COLUMN passed text"),
 ]
 
 # COPY in binary needs the exact server types, in RECORD_COLUMNS order.

@@ -63,6 +63,7 @@ class LeaseRow:
     refused: str | None = None
     prev_host: str | None = None
     prev_epoch: int | None = None
+    passed: str | None = None  # why the last worker that saw it as an orphan left it to others
 
     @property
     def live(self) -> bool:
@@ -101,6 +102,8 @@ class TeamWorld(World, Protocol):
     # window it refuses the lease with over_budget() and sets the session `fatal` instead
     def lease_claim(self, session_id: str, epoch: int, holder: Holder, ttl_s: float) -> bool: ...
     def lease_refuse(self, session_id: str, epoch: int, reason: str) -> None: ...
+    # a note for people, never for claims: why a worker left the orphan to others
+    def lease_pass(self, session_id: str, epoch: int, reason: str) -> None: ...
     def leases(self, session_id: str | None = None) -> dict[str, LeaseRow]: ...
     def lease_changes(self) -> LeaseChanges: ...
 

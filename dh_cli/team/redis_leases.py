@@ -22,12 +22,22 @@ def _text(value) -> str:
 
 def _lease_row(sid: str, fields: list, now_ms: int) -> LeaseRow:
     got = {_text(fields[i]): _text(fields[i + 1]) for i in range(0, len(fields), 2)}
+    try:
+        return _parsed_row(sid, got, now_ms)
+    except (KeyError, ValueError):
+        # anyone who can write the server can write a hash: one that is not a lease must not
+        # stop every worker and `dh world status`; shown refused, so no worker claims it
+        return LeaseRow(sid, "?", "?", 0, 0, 0.0, 0.0,
+                        refused=f"damaged lease in the world (fields: {', '.join(sorted(got))[:200]})")
+
+
+def _parsed_row(sid: str, got: dict, now_ms: int) -> LeaseRow:
     heartbeat, ttl = int(got["hb"]), int(got["ttl"])
     prev_epoch = got.get("prev_epoch")
     return LeaseRow(sid, got["host"], got["boot"], int(got["pid"]), int(got["epoch"]),
                     (now_ms - heartbeat) / 1000, (heartbeat + ttl * 1000 - now_ms) / 1000,
                     got.get("released") == "1", got.get("refused"), got.get("prev_host"),
-                    int(prev_epoch) if prev_epoch else None)
+                    int(prev_epoch) if prev_epoch else None, got.get("passed"))
 
 
 class RedisLeases:
@@ -60,6 +70,9 @@ class RedisLeases:
 
     def lease_refuse(self, session_id: str, epoch: int, reason: str) -> None:
         self._script("REFUSE", session_id, epoch, reason)
+
+    def lease_pass(self, session_id: str, epoch: int, reason: str) -> None:
+        self._script("PASS", session_id, epoch, reason)
 
     def leases(self, session_id: str | None = None) -> dict[str, LeaseRow]:
         now, found = self._script("LEASES", *([session_id] if session_id else []))

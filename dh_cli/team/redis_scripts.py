@@ -103,7 +103,7 @@ local function move(host, boot, pid, ttl)
   local epoch = tonumber(l[1]) + 1
   redis.call('HSET', key, 'host', host, 'boot', boot, 'pid', pid, 'epoch', epoch, 'hb', now,
              'ttl', ttl, 'prev_host', l[6], 'prev_epoch', l[1])
-  redis.call('HDEL', key, 'released', 'refused')
+  redis.call('HDEL', key, 'released', 'refused', 'passed')
   changed(sid)
   return epoch
 end
@@ -190,6 +190,13 @@ REFUSE = _LEASE + """
 if l[1] ~= ARGV[2] then return false end
 redis.call('HSET', key, 'refused', ARGV[3])
 changed(sid)
+return 1
+"""
+
+# ARGV: sid, epoch, reason -> 1 | false; unpublished: nobody need wake for a note
+PASS = _LEASE + """
+if l[1] ~= ARGV[2] then return false end
+redis.call('HSET', key, 'passed', ARGV[3])
 return 1
 """
 

@@ -22,6 +22,11 @@ from .protocol import Holder, LeaseRow
 OPEN_STATES = ("starting", "running", "waiting")
 
 
+class Pass(str):
+    """A reason not to take a session that is this worker's own limit (its harness, flags,
+    roots or folders): noted on the lease for people, never keeping other workers from it."""
+
+
 @dataclass
 class Claim:
     session_id: str
@@ -65,14 +70,16 @@ def _session(world, session_id: str):
 def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None,
           skip: Collection[str] = ()) -> Claim | None:
     """One orphaned session, now this process's (None: there is none). `accept(candidate)`
-    returns None to take it or the reason to refuse it (kept in the world, never claimed);
-    `skip`: sessions left to other workers (their harness is missing here), unrefused. A
+    returns None to take it, the reason to refuse it (kept in the world, never claimed), or a
+    Pass (noted in the world, left for another worker); `skip`: sessions left to other workers (their harness is missing here), unrefused. A
     session taken over TAKEOVER_BUDGET times within the window is refused and FATAL instead,
     with the reason (lease_claim, on the server)."""
     me = Holder.me()
     for candidate in orphans(world, harnesses, skip=skip):
         reason = accept(candidate) if accept else None
-        if reason:
+        if isinstance(reason, Pass):
+            world.lease_pass(candidate.session_id, candidate.from_epoch, f"{me.host}: {reason}")
+        elif reason:
             world.lease_refuse(candidate.session_id, candidate.from_epoch, reason)
         elif world.lease_claim(candidate.session_id, candidate.from_epoch, me, ttl_s):
             return candidate
@@ -145,7 +152,7 @@ class Holding:
     holder: str | None
     lease_age: float | None  # seconds since the last heartbeat
     epoch: int | None
-    state: str  # running here | running on HOST | orphaned | finished | refused: … | -
+    state: str  # running here | running on HOST | orphaned[, left by HOST: …] | finished | refused: … | -
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -165,7 +172,7 @@ def _holding(sid: str, state: str, lease: LeaseRow | None, me: Holder) -> Holdin
     elif state not in OPEN_STATES or lease.released:
         shown = "finished" if state == "finished" else (state or "-")
     elif lease.left <= 0:
-        shown = "orphaned"
+        shown = f"orphaned, left by {lease.passed}" if lease.passed else "orphaned"
     else:
         shown = "running here" if (lease.host, lease.boot_id) == (me.host, me.boot_id) \
             else f"running on {lease.host}"
@@ -205,14 +212,15 @@ def end_hold(local, lease, session_id: str, failure: BaseException | None, claim
     next claim, so the lease is refused with the reason (kept from every worker, shown by
     `dh world status`, cleared by the next holder); a lost server, or a manual resume, lets the
     lease lapse now, so the session is claimable again."""
-    from ..errors import HarnessNotFound, WorldError
+    from ..errors import HarnessNotFound, NotGranted, WorldError
 
     ship_now(local, lease, session_id)
     try:
         if failure is None or isinstance(failure, (KeyboardInterrupt, SessionLocked)):
             lease.release()
-        elif claimed and isinstance(failure, HarnessNotFound):
-            lease.let_go()  # this machine's problem: another worker may have the harness
+        elif isinstance(failure, (HarnessNotFound, NotGranted)):
+            # this machine's limit (no harness, fewer permissions): another may run it
+            lease.let_go(passed=_reason(failure))
         elif claimed and not isinstance(failure, WorldError):
             lease.let_go(refused=f"dh resume on {Holder.me().host} failed before the harness "
                                  f"started: {_reason(failure)}")

@@ -29,12 +29,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import HarnessNotFound, WorldError
+from ..errors import HarnessNotFound, NotGranted, WorldError
 from ..paths import dh_home
 from ..procs import drain
 from ..worlds.locks import SAFE_ID
 from .live_world import HAND_BACK
-from .takeover import Claim, claim, orphans, steal
+from .takeover import Claim, Pass, claim, orphans, steal
 from .worker_place import RunAs, current_user, place_refusal
 
 IDLE_WAIT = 300.0  # longest sleep with nothing to wait for (a lease change wakes it sooner)
@@ -54,6 +54,7 @@ class WorkerOptions:
     notice: object = print
     extra_args: list[str] = field(default_factory=list)  # passed to each `dh resume`
     run_as: RunAs | None = None  # the user the children run as, the roots (worker_place.py)
+    local_flags: dict = field(default_factory=dict)  # this machine's, as `dh resume` reads them
 
 
 class Worker:
@@ -140,7 +141,7 @@ class Worker:
     def _claim_all(self, world) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
-                        lambda candidate: refusal(world, candidate, self.opts.run_as),
+                        lambda candidate: self._verdict(world, candidate),
                         # sessions this machine cannot run (no harness), and those whose
                         # child let the lease go as it failed but is not reaped yet
                         skip=self.passed | set(self.children))
@@ -148,10 +149,16 @@ class Worker:
                 return
             self._start(got)
 
+    def _verdict(self, world, candidate: Claim) -> str | None:
+        reason = refusal(world, candidate, self.opts.run_as, self.opts.local_flags)
+        if isinstance(reason, Pass):
+            self.passed.add(candidate.session_id)
+            self.opts.notice(f"dh worker: left session {candidate.session_id} to other workers: {reason}")
+        return reason
+
     def _start(self, got: Claim) -> None:
         folder = dh_home() / "worker"
-        folder.mkdir(parents=True, exist_ok=True)
-        log = open(folder / f"{got.session_id}.log", "ab")
+        log = child_log(folder, got.session_id)
         argv = [sys.executable, "-m", "dh_cli", "resume", "--world", self.opts.world,
                 "--lease-epoch", str(got.epoch), "--lease-ttl", str(self.opts.ttl_s),
                 *self.opts.extra_args]
@@ -196,7 +203,7 @@ class Worker:
         for sid, (child, _) in list(self.children.items()):
             if child.poll() is not None:
                 del self.children[sid]
-                if child.returncode == HarnessNotFound.exit_code:
+                if child.returncode in (HarnessNotFound.exit_code, NotGranted.exit_code):
                     self.passed.add(sid)
                 self.opts.notice(f"dh worker: session {sid} ended here (dh resume exited with "
                                  f"{child.returncode})")
@@ -240,9 +247,21 @@ class Worker:
         self.opts.notice(f"dh worker: stopped; {len(self.children)} session(s) handed back to the world")
 
 
-def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
+def child_log(folder: Path, session_id: str):
+    """The child's log, opened for appending: it holds the harness's raw output, so only
+    this user reads it (0600 in a 0700 folder, also when either was made wider before)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    fd = os.open(folder / f"{session_id}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def refusal(world, candidate: Claim, who: RunAs | None = None,
+            local_flags: dict | None = None) -> str | None:
     """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
-    then says whether its cwd is to be restored first)."""
+    then says whether its cwd is to be restored first). What every machine would refuse is
+    a str; what is this machine's own limit (its folders, its flags) a Pass."""
     if not SAFE_ID.fullmatch(candidate.session_id or ""):  # it names a file and an argv word here
         return f"its session id ({_shown(candidate.session_id)}) is not a dh session id"
     cwd = candidate.cwd
@@ -253,16 +272,19 @@ def refusal(world, candidate: Claim, who: RunAs | None = None) -> str | None:
     who = who or current_user()
     if reason := place_refusal(cwd, who, _started_here(candidate.session_id, cwd)):
         return reason
+    if reason := withheld_here(world, candidate, local_flags or {}):
+        return Pass(reason)
     if os.path.isdir(cwd):
         return _not_mine(cwd, "its working directory", who.uid)
     parent = _nearest_existing(cwd)
     if not os.path.isdir(parent) or os.path.realpath(parent) != parent:
-        return f"its working directory {cwd} does not exist on this machine (nor a folder to create it in)"
+        return Pass(f"its working directory {cwd} does not exist on this machine (nor a folder "
+                    "to create it in)")
     if reason := _not_mine(parent, f"the folder {cwd} would be restored in,", who.uid):
         return reason
     if not world.ws_snapshot_rows(candidate.session_id):
-        return (f"its working directory {cwd} does not exist on this machine, and the world holds "
-                "no workspace snapshot to restore it from")
+        return Pass(f"its working directory {cwd} does not exist on this machine, and the world "
+                    "holds no workspace snapshot to restore it from")
     candidate.restore = True
     return None
 
@@ -280,8 +302,26 @@ def _shown(text: str | None) -> str:
 
 def _not_mine(path: str, what: str, uid: int) -> str | None:
     if Path(path).stat().st_uid != uid:
-        return f"{what} {path} is not this user's on this machine"
+        return Pass(f"{what} {path} is not this user's on this machine")
     return None
+
+
+def withheld_here(world, candidate: Claim, local_flags: dict) -> str | None:
+    """Why this machine's flags must not run the candidate (resume/grants.py): it had more
+    permissions than they grant its harness. None for a session started here (its own
+    flags come back with it) and for a harness this dh does not know (refused later)."""
+    from ..errors import DhError
+    from ..resume.grants import withheld
+    from ..resume.plan import local_flags as flags_of
+    from ..wrappers import get as get_wrapper
+
+    if _started_here(candidate.session_id, candidate.cwd):
+        return None
+    try:
+        wrapper = get_wrapper(candidate.harness)
+        return withheld(world, wrapper, candidate.session_id, flags_of(local_flags, wrapper))
+    except DhError:
+        return None
 
 
 def _started_here(session_id: str, cwd: str) -> bool:

@@ -12,6 +12,7 @@ import pwd
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from .takeover import Pass
 
 # folders of the system: a session is never run or restored in or under them
 SYSTEM = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
@@ -82,14 +83,33 @@ def system_folder(path: str) -> str | None:
     return None
 
 
+def private_folder(path: str, home: str) -> str | None:
+    """Why path, a world's choice, is no place for a session of the user whose home it is
+    (None: it may be): the home itself (the harness would read and write all of it) and
+    anything in a hidden folder of it (~/.ssh, ~/.config, ~/.aws, the harnesses' homes):
+    keys, credentials and settings."""
+    home = os.path.realpath(home)
+    if path == home:
+        return "it is the user's home folder"
+    if path.startswith(home.rstrip("/") + "/"):
+        first = path[len(home.rstrip("/")) + 1:].split("/", 1)[0]
+        if first.startswith("."):
+            return f"it is in the user's hidden folder ~/{first}"
+    return None
+
+
 def place_refusal(cwd: str, who: RunAs, started_here: bool) -> str | None:
     """Why the worker must not run a session in cwd (None: it may, as far as the place
-    goes; worker.refusal checks ownership and the snapshot)."""
-    if why := system_folder(os.path.realpath(cwd) if os.path.exists(cwd) else cwd):
+    goes; worker.refusal checks ownership and the snapshot). A system folder is refused for
+    every worker; the rest is this worker's own limit (takeover.Pass)."""
+    real = os.path.realpath(cwd) if os.path.exists(cwd) else cwd
+    if why := system_folder(real):
         return f"its working directory {cwd}: {why}"
+    if not started_here and (why := private_folder(real, who.home)):
+        return Pass(f"its working directory {cwd}: {why}")
     if who.roots and not started_here and not any(_under(cwd, r) for r in who.roots):
-        return (f"its working directory {cwd} is under none of this worker's roots "
-                f"({', '.join(who.roots)})")
+        return Pass(f"its working directory {cwd} is under none of this worker's roots "
+                    f"({', '.join(who.roots)})")
     return None
 
 
