@@ -23,6 +23,7 @@ next request before it writes the rows of the step before it). Then:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -294,3 +295,69 @@ def test_the_worker_restores_a_lost_machine_s_files(tmp_path, installed, team):
                    for r in world.read_records(sid, s.relpath))
     finally:
         world.close()
+
+
+def grant_on(rig: Rig, flags: str) -> None:
+    """B's dh config: its Claude Code local_flags (TOML array text)."""
+    (Path(rig.env["XDG_CONFIG_HOME"]) / "dh" / "config.toml").write_text(
+        f"[local_flags]\nclaude-code = {flags}\n")
+
+
+def lease_of(team: Team, sid: str):
+    world = team.open()
+    try:
+        return world.leases(sid)[sid]
+    finally:
+        world.close()
+
+
+@pytest.mark.harnesses("claude-code")
+def test_a_worker_that_grants_less_leaves_the_session_until_granted(tmp_path, installed, team):
+    """Issue 38: A runs Claude Code with --dangerously-skip-permissions and dies; B's config
+    grants Claude Code nothing. B's worker leaves the session unclaimed, the reason naming
+    the config line on its lease (`dh world status`), and B's `dh resume` refuses with it;
+    once B's config grants it, B's next worker takes the session over and the step the model
+    asked for (a Write) is done. Without the check, B ran it with every tool denied and the
+    world said finished."""
+    server = FakeModelServer(TAKEOVER_SCRIPT).start()
+    line, workers = 'claude-code = ["--dangerously-skip-permissions"]', []
+    try:
+        a, b = machine(tmp_path / "A", server, installed), machine(tmp_path / "B", server, installed)
+        grant_on(b, "[]")
+        run = background(a, "run", "claude-code", "--world", team.name, "--url", team.url,
+                         "--lease-ttl", str(TTL), "--", *HEADLESS_ARGS["claude-code"]("Create the files."))
+        server.wait_for(lambda log: any(e.get("reply_index") == 1 for e in log), timeout=RUN_TIMEOUT)
+        wait(lambda: logged(a, "tool_result") >= 1, 60, "reply #0's tool result in A's log")
+        sid = the_session(a)
+        in_the_world(a, team, sid)
+        kill_machine(a, run)
+
+        workers.append(background(b, "worker", "--world", team.name, "--url", team.url,
+                                  "--lease-ttl", str(TTL)))
+        wait(lambda: lease_of(team, sid).passed or state_in_world(team, sid) != "running",
+             TTL + 60, "B's worker to leave the session (or run it)")
+        assert state_in_world(team, sid) == "running", err_of(b, "worker")
+        left = stop_worker(b, workers.pop())
+        found = lease_of(team, sid)
+        assert (found.epoch, found.refused) == (1, None), found  # unclaimed, open to others
+        assert line in found.passed and "took over" not in left, (found.passed, left)
+        shown = json.loads(b.dh("world", "status", team.name, "--url", team.url, "--json").stdout)
+        assert any(r["session_id"] == sid and line in r["hold_state"] for r in shown), shown
+        refused = b.dh("resume", sid, "--world", team.name, "--url", team.url)
+        assert refused.returncode == 6, refused.stderr.decode()
+        assert refused.stderr.decode().strip().splitlines()[-1].startswith("Error: ")
+        assert line in refused.stderr.decode()
+
+        grant_on(b, '["--dangerously-skip-permissions"]')
+        workers.append(background(b, "worker", "--world", team.name, "--url", team.url,
+                                  "--lease-ttl", str(TTL)))
+        wait(lambda: state_in_world(team, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
+        taken = stop_worker(b, workers.pop())
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=90)
+        server.stop()
+    assert f"took over session {sid} from" in taken, taken
+    assert (a.proj / "a.txt").read_text() == "alpha\n"  # the Write was allowed
+    assert (a.proj / "steps.log").read_text() == "step0\n"
