@@ -22,10 +22,11 @@ def worker_command(
 ) -> None:
     """Take over sessions whose machine died mid-turn: claim, pull, repair, resume here.
 
-    Sessions are resumed in their working directory when it exists on this machine (else
-    refused, the reason kept in the world), under this machine's harness homes, with their
-    lease held and replicated live; never in `/` or a system folder, and with --root only
-    under those folders. As root it runs harnesses as --user. Ctrl-C or SIGTERM hands them
+    Sessions are resumed in their working directory (restored from the world's snapshot
+    when missing), under this machine's harness homes, with their lease held and replicated
+    live; never in `/`, a system folder, the user's home or its hidden folders, and with
+    --root only under those folders. A session this machine's local_flags grant less than
+    it had, or that it cannot run here, is left to other workers, the reason in the world. As root it runs harnesses as --user. Ctrl-C or SIGTERM hands them
     back to the world.
 
     Example:
