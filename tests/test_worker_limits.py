@@ -23,6 +23,7 @@ from dh_cli.team.worker import child_log, refusal
 from dh_cli.team.worker_place import RunAs, current_user
 from dh_cli.util import new_session_id, now_iso
 from dh_cli.worlds.local import LocalWorld
+from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.grants import Grant
 
 from .helpers.stand_ins import dh
@@ -160,3 +161,36 @@ def test_worker_child_logs_are_this_user_s_only(tmp_path):
         assert stat.S_IMODE((folder / f"{sid}.log").stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert (folder / "old.log").read_bytes() == b"xharness output\n"
+
+
+def test_a_harness_binary_missing_here_is_this_machine_s_lack(tmp_path):
+    """DH_<HARNESS>_BIN naming nothing on this machine: HarnessNotFound (a worker passes the
+    session on, takeover.end_hold) before any process is started, not a failed spawn that
+    was written refused for the whole team."""
+    from dh_cli.errors import HarnessNotFound
+    from dh_cli.supervisor.launch import find_binary
+
+    with pytest.raises(HarnessNotFound):
+        find_binary(get_wrapper("pi"), {"DH_PI_BIN": str(tmp_path / "no-pi"), "PATH": "/usr/bin"})
+
+
+@pytest.mark.parametrize("failure", ["harness", "grants"])
+def test_a_claimed_resume_that_fails_for_this_machine_s_lack_is_passed_not_refused(team, failure):
+    from dh_cli.errors import HarnessNotFound, NotGranted
+    from dh_cli.team.lease import Lease
+    from dh_cli.team.takeover import end_hold
+
+    world = team.open()
+    sid = orphan_in(world)
+    lease = Lease(team.open(), sid, 15).acquire()
+    error = HarnessNotFound("no pi here") if failure == "harness" else NotGranted("grant it")
+    local = LocalWorld()
+    local.put_session(world.get_session(sid))  # the pull that came before the failure
+    end_hold(local, lease, sid, error, claimed=True)
+    local.close()
+    try:
+        found = world.leases(sid)[sid]
+        assert found.refused is None and found.left <= 0 and found.passed
+        assert [o.session_id for o in orphans(world)] == [sid]
+    finally:
+        world.close()

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ..confine import adopt, place, settle
-from ..errors import SessionLocked
+from ..errors import HarnessNotFound, SessionLocked
 from ..mirror.live import Launch
 from .. import events
 from ..models import Session
@@ -39,7 +39,10 @@ def find_binary(wrapper: Wrapper, env: dict) -> list[str]:
         var = f"DH_{name.upper().replace('-', '_')}_BIN"
         if value := env.get(var):
             argv = value.split() if " " in value and not Path(value).exists() else [value]
-            refuse_shim(shutil.which(argv[0], path=env.get("PATH")) or argv[0], var)
+            found = shutil.which(argv[0], path=env.get("PATH"))
+            if found is None:  # this machine's lack, not the session's (a worker passes it on)
+                raise HarnessNotFound(f"{var}={value}: no such executable on this machine")
+            refuse_shim(found, var)
             return argv
     return [real_binary(wrapper.binary, env.get("PATH"), wrapper.name, _bin_variable(wrapper))]
 
