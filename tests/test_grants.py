@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,8 @@ from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.grants import ALL, ASK, AUTO, EDITS, Grant, flags_for, granted
 
-from .conftest import fixture_home
-from .helpers.cli import one_error
+from .helpers import harnesses
+from .helpers.from_elsewhere import grant_here, imported
 from .helpers.stand_ins import argv_harness, dh
 
 
@@ -67,13 +65,11 @@ def test_a_value_not_known_grants_nothing_here_and_everything_there(harness, arg
     assert granted(wrapper, args, needed=True).level == ALL
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "opencode", "pi"])
+@pytest.mark.parametrize("harness", harnesses.ALL)
 @pytest.mark.parametrize("level", [ASK, EDITS, AUTO, ALL])
 def test_the_suggested_flags_grant_what_was_needed(harness, level):
     wrapper = get_wrapper(harness)
-    want = Grant(level, frozenset({"Bash"}) if harness == "claude-code" else frozenset())
-    if want.level == AUTO and harness == "opencode":
-        want = Grant(ALL)
+    want = Grant(level, frozenset({"Bash"}) if "tools" in wrapper.grant_flags else frozenset())
     assert granted(wrapper, flags_for(wrapper, want)).covers(want)
 
 
@@ -128,22 +124,8 @@ def test_a_launch_journals_the_grant_of_its_flags(tmp_path):
 
 
 # the command ------------------------------------------------------------------------------
-def imported_with(tmp_path: Path, argv: list[str]) -> tuple[str, dict]:
-    """A killed Claude Code session imported, its argv row set as a world's pull would."""
-    home = fixture_home("claude-code", "killed", tmp_path)
-    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(home), "DH_CLAUDE_BIN": str(argv_harness(tmp_path))}
-    done = dh("import", "claude-code", "--all", "--home", str(home), env=env)
-    assert done.returncode == 0, done.stderr
-    db = sqlite3.connect(Path(os.environ["DH_HOME"]) / "dh.db")
-    with db:
-        db.execute("UPDATE sessions SET argv = ?", [json.dumps(argv)])
-    (sid,) = [row[0] for row in db.execute("SELECT id FROM sessions")]
-    db.close()
-    return sid, env
-
-
 def test_resume_refuses_with_the_config_line_then_runs_once_granted(tmp_path):
-    sid, env = imported_with(tmp_path, ["-p", "--dangerously-skip-permissions", "hi"])
+    sid, env = imported(tmp_path, "claude-code", ["-p", "--dangerously-skip-permissions", "hi"])
     (tmp_path / "here").mkdir()
     refused = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
     assert refused.returncode == 6, refused.stderr
@@ -152,19 +134,15 @@ def test_resume_refuses_with_the_config_line_then_runs_once_granted(tmp_path):
     assert "Traceback" not in refused.stderr
     assert 'add `claude-code = ["--dangerously-skip-permissions"]` under [local_flags]' in errors[0]
     assert not (tmp_path / "launched").exists()
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "dh" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[local_flags]\nclaude-code = ["--dangerously-skip-permissions"]\n')
+    grant_here("claude-code", ["--dangerously-skip-permissions"])
     resumed = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
     assert resumed.returncode == 0, resumed.stderr
     assert "--dangerously-skip-permissions" in (tmp_path / "launched").read_text().splitlines()
 
 
 def test_fewer_is_refused_too(tmp_path):
-    sid, env = imported_with(tmp_path, ["-p", "--permission-mode", "bypassPermissions", "hi"])
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "dh" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[local_flags]\nclaude = ["--permission-mode", "acceptEdits"]\n')
+    sid, env = imported(tmp_path, "claude-code", ["-p", "--permission-mode", "bypassPermissions", "hi"])
+    grant_here("claude", ["--permission-mode", "acceptEdits"])
     refused = dh("resume", sid, "--cwd", str(tmp_path), env=env, cwd=tmp_path)
     assert refused.returncode == 6, refused.stderr
     assert '["--permission-mode", "acceptEdits", "--dangerously-skip-permissions"]' in refused.stderr
