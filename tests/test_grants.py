@@ -73,6 +73,11 @@ def test_the_suggested_flags_grant_what_was_needed(harness, level):
     assert granted(wrapper, flags_for(wrapper, want)).covers(want)
 
 
+def test_the_description_names_the_level_and_the_tools_it_needs():
+    assert Grant(ASK, frozenset({"Bash", "Edit"})).describe().endswith("allowed without asking: Bash, Edit)")
+    assert "Bash" not in Grant(ALL, frozenset({"Bash"})).describe()
+
+
 def test_covers_orders_levels_and_tools():
     assert Grant(ALL).covers(Grant(EDITS, frozenset({"Bash"})))
     assert Grant(EDITS).covers(Grant(ASK))

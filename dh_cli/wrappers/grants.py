@@ -51,7 +51,8 @@ class Grant:
         return {"level": self.level, "tools": sorted(self.tools)}
 
     def describe(self) -> str:
-        tools = f"; allowed without asking: {', '.join(sorted(self.tools))}" if self.tools else ""
+        named = self.tools and self.level != ALL  # all covers every tool
+        tools = f"; allowed without asking: {', '.join(sorted(self.tools))}" if named else ""
         return f"{self.level} ({WHAT[self.level]}{tools})"
 
     @classmethod
