@@ -194,3 +194,15 @@ def test_a_claimed_resume_that_fails_for_this_machine_s_lack_is_passed_not_refus
         assert [o.session_id for o in orphans(world)] == [sid]
     finally:
         world.close()
+
+
+def test_the_serve_pages_read_a_left_orphan_as_orphaned():
+    """`dh serve` shows the holding's state with the note, counts it orphaned on the team
+    page and finds it under the `orphaned` filter."""
+    from dh_cli.serve.reads import shown_state
+    from dh_cli.serve.team import _machines
+
+    state = "orphaned, left by host-b: its working directory /w is under none of this worker's roots"
+    assert shown_state({"hold_state": state, "state": "running"}, "here") == state
+    row = {"id": "s", "host": "host-a", "state": state, "lease_age": 30.0}
+    assert _machines([row], [], {}, 0)[0]["orphaned"] == 1

@@ -52,7 +52,7 @@ def shown_state(row: dict, here: str) -> str:
     """running here / on HOST / waiting / interrupted / crashed / finished …, as the log and
     the session's lock say (liveness.py); a world's holding, when known, says orphaned."""
     hold = row.get("hold_state") or ""
-    if hold == "orphaned" or hold.startswith("refused"):
+    if hold.startswith(("orphaned", "refused")):  # "orphaned, left by HOST: why" too
         return hold
     state = row.get("state") or "-"
     if state in liveness.LIVE_STATES:
@@ -73,7 +73,7 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
     rows = _with_states(world, rows, holdings or {})
     if filters.state:
         rows = [r for r in rows if r["shown_state"] == filters.state
-                or r["shown_state"].startswith(filters.state + " ")]
+                or r["shown_state"].startswith((filters.state + " ", filters.state + ","))]
     pages = max(1, -(-len(rows) // PAGE))
     page = min(filters.page, pages)
     shown = describe(world, rows[(page - 1) * PAGE:page * PAGE])

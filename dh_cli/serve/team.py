@@ -76,7 +76,7 @@ def _machines(rows: list[dict], takeovers: list[dict], last: dict, now_ms: float
                                              "freshest_lease_s": None, "takeovers": 0, "lag_s": None})
         m["held"] += 1
         m["running"] += (row["state"] or "").startswith("running")
-        m["orphaned"] += row["state"] == "orphaned"
+        m["orphaned"] += (row["state"] or "").startswith("orphaned")  # also ", left by …"
         if row["lease_age"] is not None:
             m["freshest_lease_s"] = min(row["lease_age"], m["freshest_lease_s"] or 1e18)
         if last.get(row["id"]) is not None:
