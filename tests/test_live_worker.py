@@ -1,5 +1,5 @@
 """`dh worker`'s edges against a real PostgreSQL (issue 15, and issue 16's worker path):
-a missing cwd restored from the world's workspace snapshot (refused without one), a resume
+a missing cwd restored from the world's workspace snapshot (left to others without one), a resume
 that fails before its supervisor starts because this machine lacks the harness (the session
 stays open and unrefused, for another worker), and the private server of a killed test run (stopped by its watchdog)."""
 
@@ -138,7 +138,9 @@ def test_a_worker_restores_a_missing_cwd_from_the_workspace_snapshot(tmp_path, s
     assert restored and "steps.log" in restored[0]["restored"]["written"], restored
 
 
-def test_a_worker_refuses_a_missing_cwd_without_a_snapshot(tmp_path, server, team):
+def test_a_worker_leaves_a_missing_cwd_without_a_snapshot_to_others(tmp_path, server, team):
+    """Another machine may hold the folder: the worker notes why on the lease and leaves the
+    session claimable (issue 38: it was refused for the whole team)."""
     a, b = rigs(tmp_path, server, "A", "B")
     run = run_live(a, team)
     wait(lambda: stalled(server), 30, "the stalled model request")
@@ -148,9 +150,9 @@ def test_a_worker_refuses_a_missing_cwd_without_a_snapshot(tmp_path, server, tea
     team.drop_snapshots(sid)
     shutil.rmtree(a.proj)
     worker = start_worker(b, team)
-    wait(lambda: _lease(world, sid)[1], TTL + 30, "the refusal")
-    assert "holds no workspace snapshot" in _lease(world, sid)[1]
-    assert _lease(world, sid)[0] == 1  # never claimed
+    wait(lambda: world.leases(sid)[sid].passed, TTL + 30, "the worker's note")
+    assert "holds no workspace snapshot" in world.leases(sid)[sid].passed
+    assert _lease(world, sid)[:2] == (1, None)  # never claimed, not refused
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
     assert not a.proj.exists()
