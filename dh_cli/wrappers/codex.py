@@ -30,7 +30,7 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper,
                    split_args, text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
-from .grants import ALL, ASK, AUTO, EDITS, Grant, switch, value_level
+from .codex_grants import GRANT_FLAGS, GRANT_TABLE
 from .identity import modified_since, same_dir
 from .limits import Limit, limit, reset_after
 
@@ -78,18 +78,6 @@ def codex_usage(usage: dict) -> dict:
     return counts(input=max(0, whole(usage.get("input_tokens")) - read - write), cache_read=read,
                   cache_write=write, output=whole(usage.get("output_tokens")),
                   reasoning=whole(usage.get("reasoning_output_tokens")))
-
-
-SANDBOXES = {"read-only": ASK, "workspace-write": EDITS, "danger-full-access": ALL}
-APPROVALS = {"untrusted": ASK, "on-failure": ASK, "on-request": ASK, "never": ASK}
-
-
-def _config_grant(values: list[str]) -> Grant | None:
-    """`-c sandbox_mode="…"` is --sandbox; any other override grants nothing by itself."""
-    key, _, value = (values[-1] if values else "").partition("=")
-    if key.strip() != "sandbox_mode":
-        return Grant(ASK)
-    return value_level(SANDBOXES)([value.strip().strip("'\"")])
 
 
 class CodexWrapper(Wrapper):
@@ -266,16 +254,7 @@ class CodexWrapper(Wrapper):
     value_flags = VALUE_FLAGS
     travels = frozenset({"-m", "--model", "--json", "--color"})
     command_words = frozenset(EXEC_WORDS | {"resume"})
-    # 0.171.0's --help (--full-auto and --yolo: older releases). The sandbox says what runs
-    # without asking; -a only says when to ask, so alone it grants nothing.
-    grant_table = {
-        "--dangerously-bypass-approvals-and-sandbox": switch(ALL), "--yolo": switch(ALL),
-        "-s": value_level(SANDBOXES), "--sandbox": value_level(SANDBOXES),
-        "--full-auto": switch(EDITS), "--approve-for-me": switch(AUTO),
-        "-a": value_level(APPROVALS), "--ask-for-approval": value_level(APPROVALS),
-        "-c": lambda values: _config_grant(values), "--config": lambda values: _config_grant(values)}
-    grant_flags = {ALL: ("--dangerously-bypass-approvals-and-sandbox",),
-                   AUTO: ("--approve-for-me",), EDITS: ("--sandbox", "workspace-write")}
+    grant_table, grant_flags = GRANT_TABLE, GRANT_FLAGS  # codex_grants.py
 
     def _command(self, args: list[str]) -> tuple[int | None, list[str]]:
         """The index of the subcommand word (`exec`, `e` or `resume`; None for a plain
