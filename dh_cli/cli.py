@@ -36,7 +36,8 @@ cliparams.install()
 # (-X importtime, bytecode cached). The order here is the order of `dh --help`.
 COMMANDS = {  # name: (module in commands/, its command function or group app)
     "run": ("run", "run_command"), "resume": ("run", "resume_command"),
-    "import": ("mirror", "import_command"), "worker": ("worker", "worker_command"),
+    "import": ("mirror", "import_command"), "restore": ("restore", "restore_command"),
+    "worker": ("worker", "worker_command"),
     "log": ("log", "app"), "doctor": ("doctor", "doctor_command"), "config": ("config", "app"),
     "world": ("world", "app"), "shim": ("shim", "app"), "demo": ("demo", "demo_command"),
     "workspace": ("workspace", "app"), "serve": ("serve", "serve_command"),

@@ -101,6 +101,17 @@ class JsonlStore:
             details["dropped_torn_tail_b64"] = base64.b64encode(torn[:65536]).decode()
         return details
 
+    def lost(self, path: str, logged: int, native_id: str | None, seen: dict) -> str | None:
+        from .restore_files import file_lost
+
+        return file_lost(path, logged)
+
+    def bring_back(self, world, wrapper, session: Session, source: Source, harness,
+                   force: bool, dry_run: bool) -> dict:
+        from .restore_files import bring_back_file
+
+        return bring_back_file(world, source, force, dry_run)
+
     def rebuild(self, world, wrapper, session: Session, source: Source, home: Path,
                 to_dir: Path | None, force: bool) -> RebuiltFile | None:
         latest = world.latest_generation(source.id)

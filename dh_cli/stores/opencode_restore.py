@@ -32,6 +32,17 @@ def session_in_db(db: Path, session_id: str | None) -> bool:
         return False
 
 
+def sessions_in_db(db: Path) -> set[str] | None:
+    """The ids of the sessions the database holds: empty when it is gone, None when it
+    cannot be read (not known to be lost)."""
+    if not db.exists():
+        return set()
+    try:
+        return {sid for sid, _ in list_sessions(db)}
+    except NativeStateError:
+        return None
+
+
 def settle_database(db: Path) -> None:
     """Fold into the database the write-ahead log that a killed OpenCode left, before it starts
     again. OpenCode 1.18.33 runs `PRAGMA journal_mode = WAL` before it sets a busy timeout: if

@@ -106,6 +106,17 @@ class LocalPlaces:
                                 [source_id]).fetchone()
         return row[0] if row else None
 
+    def native_mains(self) -> dict[str, tuple]:
+        """session id -> (harness, harness id, home, kind, path, logged size) of the first
+        source of every session placed on this machine, its path the one this machine's mirror
+        read: one query for a whole list, to tell which sessions the harness lost."""
+        rows = self.conn.execute(
+            "SELECT o.session_id, s.harness, s.harness_session_id, p.home, o.kind, m.path, o.offset"
+            " FROM sources o JOIN places p ON p.session_id = o.session_id"
+            " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id"
+            " WHERE o.rowid = (SELECT MIN(rowid) FROM sources WHERE session_id = o.session_id)")
+        return {row[0]: tuple(row[1:]) for row in rows}
+
     def lock_native(self, harness: str, key: str):
         """An exclusive, non-blocking lock on a native session's id or file."""
         from .locks import NativeLock

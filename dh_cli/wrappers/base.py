@@ -161,6 +161,11 @@ class Wrapper:
         unless the harness files sessions by their working directory."""
         return relpath
 
+    def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
+        """Where `dh restore` puts a source back: the folder the harness uses now for the
+        session's cwd, by default the one it wrote the source in."""
+        return relpath
+
     def carries_cwd(self, obj: dict, path: tuple) -> bool:
         """Whether the string at `path` (keys and indexes; "<json>" enters a JSON text) in
         the record `obj` holds the session's cwd, to move with it (resume/cwd_rewrite.py)."""

@@ -131,6 +131,11 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
             parts[1] = slug
         return "/".join(parts)
 
+    def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
+        from .claude_folders import restore_relpath
+
+        return restore_relpath(home, relpath, cwd)
+
     def carries_cwd(self, obj: dict, path: tuple) -> bool:
         return path == ("cwd",)
 

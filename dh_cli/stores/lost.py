@@ -1,0 +1,43 @@
+"""Which sessions of the log their harness lost on this machine (its cleanup deleted the file,
+`opencode session delete` dropped the rows, a file was cut shorter). Cheap enough for every
+listing: one query for all sessions, then a stat of each session's main file (OpenCode: one
+read of each database's session ids). Only sessions dh ran or imported here count, at the
+path this machine's mirror read; a harness home that is gone altogether (a temporary one)
+is not reported as a loss."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+from . import store_for
+
+
+def lost_sessions(world, wanted: set[str] | None = None) -> dict[str, str]:
+    """session id -> why its harness no longer has it ("gone", "shorter")."""
+    mains = getattr(world, "native_mains", dict)()  # a team world has no places
+    seen: dict = {}
+    homes: dict[str, bool] = {}
+    out = {}
+    for sid, (_harness, native_id, home, kind, path, logged) in mains.items():
+        if wanted is not None and sid not in wanted or not path:
+            continue
+        store = store_for(SimpleNamespace(kind=kind))
+        if not _home_here(store, home, homes):
+            continue
+        why = store.lost(path, logged or 0, native_id, seen)
+        if why:
+            out[sid] = why
+    return out
+
+
+def _home_here(store, home: str, homes: dict[str, bool]) -> bool:
+    """The harness home still exists (OpenCode's home is its database: its folder)."""
+    if home not in homes:
+        folder = home if store.session_files else os.path.dirname(home)
+        homes[home] = os.path.isdir(folder)
+    return homes[home]
+
+
+def restore_command(prefix: str) -> str:
+    return f"dh restore {prefix}"

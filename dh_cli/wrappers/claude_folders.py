@@ -1,0 +1,36 @@
+"""Which `projects/<slug>/` folder Claude Code uses for a cwd, found rather than computed: a
+long path's slug carries a hash dh does not compute, and a folder can be renamed. The folder
+the transcript was written in is kept while it exists; when the cleanup or the user removed
+it, a folder whose transcripts say they ran in the same cwd is the one the harness reads for
+that cwd now; with none, the folder the harness itself chose when it wrote the session."""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+
+LOOKED_AT = 3  # transcripts read per folder: each one's first rows name its cwd
+
+
+def restore_relpath(home: Path, relpath: str, cwd: str | None) -> str:
+    parts = relpath.split("/")
+    if len(parts) < 3 or parts[0] != "projects" or not cwd:
+        return relpath
+    if (home / "projects" / parts[1]).is_dir():
+        return relpath
+    found = folder_of_cwd(home / "projects", cwd)
+    return "/".join(["projects", found, *parts[2:]]) if found else relpath
+
+
+def folder_of_cwd(projects: Path, cwd: str) -> str | None:
+    """The name of the project folder whose transcripts ran in cwd."""
+    from .claude import first_cwd
+
+    try:
+        folders = sorted(p for p in projects.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return None
+    for folder in folders:
+        if any(first_cwd(t) == cwd for t in islice(sorted(folder.glob("*.jsonl")), LOOKED_AT)):
+            return folder.name
+    return None
