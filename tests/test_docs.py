@@ -99,6 +99,7 @@ def _invocations(tmp_path, session_id):
         "dh log schema": ["log", "schema"],
         "dh log cost": ["log", "cost", "--by", "session"],
         "dh log search": ["log", "search", "files"],
+        "dh restore": ["restore", "--lost", "--dry-run"],
         "dh doctor": ["doctor"],
         "dh config show": ["config", "show"],
         "dh log docs": ["log", "docs", session_id],

@@ -70,6 +70,6 @@ def _line(r: Restoring) -> str:
         what += f" (the harness's copy: {r.why})"
     if r.error:
         what += f": {r.error}"
-    if r.resume and r.status == "restored":
+    if r.resume and r.status in ("restored", "replaced"):
         what += f"\n  the harness goes on with it itself: {r.resume}"
     return what

@@ -43,6 +43,8 @@ def print_status(status: Status, width: int | None = None) -> None:
              lambda s: f"on {s['host']}", width)
     _section("interrupted (their dh is gone)", status.interrupted, lambda s: "interrupted", width,
              lambda s: s["hint"])
+    _section("lost by their harness (dh still has them)", status.lost,
+             lambda s: f"native state {s['lost']}", width, lambda s: s["restore"])
     _section("last ended", status.recent,
              lambda s: f"{s['state']:<9} {relative(s['updated_at']):>8}", width)
     output.out.print("More: dh log list, dh log show ID, dh --help", markup=False)
@@ -50,6 +52,6 @@ def print_status(status: Status, width: int | None = None) -> None:
 
 def status_command() -> None:
     status = gather(paths.db_path())
-    for name in ("running", "elsewhere", "interrupted", "recent"):  # rows from transcripts, worlds
+    for name in ("running", "elsewhere", "interrupted", "lost", "recent"):  # rows from transcripts, worlds
         setattr(status, name, output.shown(getattr(status, name)))
     print_status(status, output.terminal_width())

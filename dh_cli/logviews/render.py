@@ -70,6 +70,10 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
     for s in sessions:  # a session whose dh is gone (liveness.py): how to go on with it
         if s.get("hint"):
             output.print_text(f"{s['id']} was interrupted ({s.get('why')}): {s['hint']}")
+    for s in sessions:  # its harness lost it (stores/lost.py): dh puts it back
+        if s.get("lost"):
+            output.print_text(f"{s['prefix']}: {s['harness']} lost this session (its native state "
+                              f"is {s['lost']}); bring it back: {s['restore']}")
 
 
 def _titled(session: dict) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import UsageError
 from ..tokens import KINDS
+from ..stores.lost import lost_sessions, restore_command
 from ..pricing import PRICE_FILE, Pricer, calls_cost
 from ..worlds.rows import decode_raw
 from .resumecost import resume_costs, resume_total
@@ -65,12 +66,15 @@ def describe(world, rows: list[dict]) -> list[dict]:
     each_call = _tiered_calls(world, kept, pricer)
     forks = getattr(world, "forks", dict)()  # a team world's list: the fork's event only
     turns = turn_counts(world, [r["id"] for r in rows])
+    lost = lost_sessions(world, {r["id"] for r in rows})  # a stat a session (stores/lost.py)
     for row in rows:
         title, sums = kept[row["id"]]
         row["prefix"] = prefixes.get(row["id"], row["id"])
         row["title"] = title
         row["forked_from"] = forks.get(row["id"])
         row["turns"] = turns.get(row["id"], 0)
+        row["lost"] = lost.get(row["id"])  # what its harness lost: "gone", "shorter"
+        row["restore"] = restore_command(row["prefix"]) if row["lost"] else None
         row["tokens"] = sum_totals(sums)
         calls = each_call.get(row["id"]) or [(model, *counts) for model, _, *counts in sums]
         row["cost"] = calls_cost(calls, pricer)["usd"]

@@ -20,6 +20,7 @@ class Status:
     running: list[dict] = field(default_factory=list)
     elsewhere: list[dict] = field(default_factory=list)  # live on another host: not judged here
     interrupted: list[dict] = field(default_factory=list)
+    lost: list[dict] = field(default_factory=list)  # their harness lost them (stores/lost.py)
     recent: list[dict] = field(default_factory=list)
     total: int = 0
 
@@ -35,6 +36,7 @@ def gather(db_path: Path, recent: int = RECENT) -> Status:
         # the sessions' rows alone: counting every session's records and tokens made a bare
         # `dh` take 3.8 s with 10,008 sessions (bench/bench_sessionlist.py)
         sessions = liveness.mark([s.to_dict() for s in world.sessions()], world.path)
+        status.lost = lost_rows(world, sessions)
     finally:
         world.close()
     status.total = len(sessions)
@@ -43,6 +45,15 @@ def gather(db_path: Path, recent: int = RECENT) -> Status:
         _place(status, session, here)
     status.recent = sorted(status.recent, key=_last_activity, reverse=True)[:recent]
     return status
+
+
+def lost_rows(world, sessions: list[dict]) -> list[dict]:
+    """The sessions whose harness lost them, each with what it lost and `dh restore ID`."""
+    from ..stores.lost import lost_sessions, restore_command
+
+    lost = lost_sessions(world)
+    return [{**s, "lost": lost[s["id"]], "restore": restore_command(s["id"])}
+            for s in sessions if s["id"] in lost]
 
 
 def _place(status: Status, session: dict, here: str) -> None:

@@ -73,7 +73,7 @@ def restore_one(world, session: Session, why: str | None, force: bool, dry_run: 
             with world.lock_session(session.id):  # never under a dh that runs it
                 done.files = _bring_back(world, wrapper, session, force, dry_run, harness)
     except DhError as exc:
-        done.status, done.error = "failed", str(exc)
+        done.status, done.error = "failed", f"{exc} ({exc.hint})" if exc.hint else str(exc)
         return done
     done.status = "would restore" if dry_run else _overall(done.files)
     done.resume = native_resume(wrapper, session, done.files)
@@ -104,8 +104,8 @@ def _where_harness_looks(world, wrapper: Wrapper, session: Session, source: Sour
 
 
 def _overall(files: list[dict]) -> str:
-    wrote = [f for f in files if f["status"] in ("restored", "replaced")]
-    return "restored" if wrote else "present"
+    statuses = {f["status"] for f in files}
+    return next((s for s in ("replaced", "restored") if s in statuses), "present")
 
 
 def native_resume(wrapper: Wrapper, session: Session, files: list[dict]) -> str | None:

@@ -134,7 +134,7 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
     def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
         from .claude_folders import restore_relpath
 
-        return restore_relpath(home, relpath, cwd)
+        return restore_relpath(home, relpath, cwd, first_cwd)
 
     def carries_cwd(self, obj: dict, path: tuple) -> bool:
         return path == ("cwd",)

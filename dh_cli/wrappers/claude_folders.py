@@ -12,25 +12,24 @@ from pathlib import Path
 LOOKED_AT = 3  # transcripts read per folder: each one's first rows name its cwd
 
 
-def restore_relpath(home: Path, relpath: str, cwd: str | None) -> str:
+def restore_relpath(home: Path, relpath: str, cwd: str | None, cwd_of) -> str:
+    """`cwd_of(transcript)`: the cwd a transcript's first rows name (claude.first_cwd)."""
     parts = relpath.split("/")
     if len(parts) < 3 or parts[0] != "projects" or not cwd:
         return relpath
     if (home / "projects" / parts[1]).is_dir():
         return relpath
-    found = folder_of_cwd(home / "projects", cwd)
+    found = folder_of_cwd(home / "projects", cwd, cwd_of)
     return "/".join(["projects", found, *parts[2:]]) if found else relpath
 
 
-def folder_of_cwd(projects: Path, cwd: str) -> str | None:
+def folder_of_cwd(projects: Path, cwd: str, cwd_of) -> str | None:
     """The name of the project folder whose transcripts ran in cwd."""
-    from .claude import first_cwd
-
     try:
         folders = sorted(p for p in projects.iterdir() if p.is_dir() and not p.is_symlink())
     except OSError:
         return None
     for folder in folders:
-        if any(first_cwd(t) == cwd for t in islice(sorted(folder.glob("*.jsonl")), LOOKED_AT)):
+        if any(cwd_of(t) == cwd for t in islice(sorted(folder.glob("*.jsonl")), LOOKED_AT)):
             return folder.name
     return None

@@ -66,6 +66,11 @@ def _copy_session(conn: sqlite3.Connection, sid: str, new: str, minutes: int, te
                  [new, f"-c{minutes}", sid])
     for (source_id,) in conn.execute("SELECT id FROM sources WHERE session_id = ?", [sid]).fetchall():
         _copy_source(conn, source_id, new, minutes, texts)
+    # where it lives on this machine, as a session dh ran here: the listings check its file
+    place_cols = [r[1] for r in conn.execute("PRAGMA table_info(places)")]
+    conn.execute(f"INSERT INTO places ({', '.join(place_cols)}) SELECT "
+                 + ", ".join("?" if c == "session_id" else c for c in place_cols)
+                 + " FROM places WHERE session_id = ?", [new, sid])
     conn.execute("INSERT INTO events SELECT ?, seq, " + _SHIFT.format("at", minutes)
                  + ", attempt, type, phase, details FROM events WHERE session_id = ?", [new, sid])
 
@@ -77,6 +82,8 @@ def _copy_source(conn: sqlite3.Connection, source_id: int, new: str, minutes: in
                  + ", ".join("?" if c == "session_id" else c for c in source_cols)
                  + " FROM sources WHERE id = ?", [new, source_id])
     copied = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    conn.execute("INSERT INTO mirrored_paths (source_id, path) SELECT ?, path FROM mirrored_paths"
+                 " WHERE source_id = ?", [copied, source_id])
     record_cols = [r[1] for r in conn.execute("PRAGMA table_xinfo(records)")
                    if r[1] not in ("id", "at")]
     first = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records").fetchone()[0]
