@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import paths
-from .errors import ConfigError, HarnessNotFound
+from .errors import ConfigError, DhError, HarnessNotFound
 
 
 
@@ -39,6 +39,7 @@ def run_checks(env: dict | None = None) -> list[Check]:
     for wrapper in REGISTRY.values():
         checks.append(check_binary(wrapper, env))
         checks.append(check_home(wrapper, env))
+        checks.extend(check_cleanup(wrapper, env))
     checks.extend(check_shims(list(REGISTRY.values()), env))
     checks.append(check_disk(paths.db_path()))
     checks.append(check_log(paths.db_path()))
@@ -108,6 +109,37 @@ def check_home(wrapper, env: dict) -> Check:
     if not readable:
         return Check(name, "fail", f"{home} is not readable by this user", {"path": str(home)})
     return Check(name, "ok", f"{home} is readable", {"path": str(home)})
+
+
+CLEANUP_SOON = 7 * 86400  # how far ahead a coming cleanup of the harness is worth a warning
+
+
+def check_cleanup(wrapper, env: dict, now: float | None = None) -> list[Check]:
+    """A harness that deletes its own old sessions (Claude Code's cleanupPeriodDays): which
+    sessions of the log it will delete within a week."""
+    import time
+
+    home = wrapper.home(env)
+    days = wrapper.cleanup_days(home)
+    if days is None or not paths.db_path().exists():
+        return []
+    from .stores.lost import due_for_cleanup
+    from .worlds.local import LocalWorld
+
+    try:
+        world = LocalWorld(paths.db_path())
+    except DhError:
+        return []  # the log database check says what is wrong with it
+    try:
+        due = due_for_cleanup(world, wrapper.name, days, CLEANUP_SOON, time.time() if now is None else now)
+    finally:
+        world.close()
+    name, details = f"{wrapper.name} cleanup", {"days": days, "sessions": due}
+    if not due:
+        return [Check(name, "ok", f"it deletes sessions unwritten for {days} days; none of the log's is due within a week", details)]
+    return [Check(name, "warn", f"it deletes sessions unwritten for {days} days: {len(due)} session(s) of "
+                  "the log go within a week (raise cleanupPeriodDays in its settings.json; dh keeps "
+                  "them, and `dh restore --lost` brings them back)", details)]
 
 
 def check_shims(wrappers: list, env: dict) -> list[Check]:

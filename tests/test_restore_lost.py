@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,25 @@ def test_claude_s_project_folder_is_found_not_recomputed(tmp_path):
     (projects / "-work-long").mkdir()  # the folder it was written in exists: kept
     assert restore_relpath(tmp_path, "projects/-work-long/s.jsonl", "/work/long") \
         == "projects/-work-long/s.jsonl"
+
+
+def doctor_cleanup(rig) -> dict:
+    checks = json.loads(rig.dh("doctor", "--json").stdout)
+    return next(c for c in checks if c["name"] == "claude-code cleanup")
+
+
+def test_doctor_warns_before_claude_s_cleanup_deletes_sessions_of_the_log(rig):
+    old, main = run_session(rig, "claude-code")
+    fresh, _ = run_session(rig, "claude-code")
+    assert doctor_cleanup(rig)["status"] == "ok"
+    aged = time.time() - 25 * 86400  # 30-day default: deleted in 5 days
+    os.utime(main, (aged, aged))
+    check = doctor_cleanup(rig)
+    assert check["status"] == "warn" and check["details"]["sessions"] == [old["id"]]
+    assert check["details"]["days"] == 30 and "cleanupPeriodDays" in check["message"]
+    settings = rig.tmp / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"cleanupPeriodDays": 90}))
+    assert doctor_cleanup(rig)["status"] == "ok"
+    settings.write_text(json.dumps({"cleanupPeriodDays": 20}))
+    assert doctor_cleanup(rig)["details"]["sessions"] == [old["id"]]
+    assert fresh["id"] not in doctor_cleanup(rig)["details"]["sessions"]

@@ -14,6 +14,7 @@ from typing import Iterator
 from ..models import Parsed, Record, Session, Source
 from ..tokens import counts
 from ..util import short_hash
+from .restore_files import file_lost
 from .files import RebuiltFile, safe_target, source_bytes, write_file, write_parts
 from .turns import chain_turn
 
@@ -102,8 +103,6 @@ class JsonlStore:
         return details
 
     def lost(self, path: str, logged: int, native_id: str | None, seen: dict) -> str | None:
-        from .restore_files import file_lost
-
         return file_lost(path, logged)
 
     def bring_back(self, world, wrapper, session: Session, source: Source, harness,

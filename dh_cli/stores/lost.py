@@ -18,17 +18,36 @@ def lost_sessions(world, wanted: set[str] | None = None) -> dict[str, str]:
     mains = getattr(world, "native_mains", dict)()  # a team world has no places
     seen: dict = {}
     homes: dict[str, bool] = {}
+    stores: dict[str, object] = {}
     out = {}
     for sid, (_harness, native_id, home, kind, path, logged) in mains.items():
         if wanted is not None and sid not in wanted or not path:
             continue
-        store = store_for(SimpleNamespace(kind=kind))
+        if kind not in stores:
+            stores[kind] = store_for(SimpleNamespace(kind=kind))
+        store = stores[kind]
         if not _home_here(store, home, homes):
             continue
         why = store.lost(path, logged or 0, native_id, seen)
         if why:
             out[sid] = why
     return out
+
+
+def due_for_cleanup(world, harness: str, days: int, soon: float, now: float) -> list[str]:
+    """Sessions of the harness placed here whose main file the harness's cleanup (files
+    unwritten for `days`) deletes within `soon` seconds of `now`."""
+    limit = now - days * 86400 + soon
+    due = []
+    for sid, (name, _native, _home, _kind, path, _logged) in getattr(world, "native_mains", dict)().items():
+        if name != harness or not path:
+            continue
+        try:
+            if os.stat(path).st_mtime < limit:
+                due.append(sid)
+        except OSError:
+            continue  # gone already: `dh log list` says so
+    return due
 
 
 def _home_here(store, home: str, homes: dict[str, bool]) -> bool:

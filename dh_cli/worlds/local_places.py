@@ -112,9 +112,9 @@ class LocalPlaces:
         read: one query for a whole list, to tell which sessions the harness lost."""
         rows = self.conn.execute(
             "SELECT o.session_id, s.harness, s.harness_session_id, p.home, o.kind, m.path, o.offset"
-            " FROM sources o JOIN places p ON p.session_id = o.session_id"
-            " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id"
-            " WHERE o.rowid = (SELECT MIN(rowid) FROM sources WHERE session_id = o.session_id)")
+            " FROM (SELECT MIN(rowid) AS first FROM sources GROUP BY session_id) f"
+            " JOIN sources o ON o.rowid = f.first JOIN places p ON p.session_id = o.session_id"
+            " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id")
         return {row[0]: tuple(row[1:]) for row in rows}
 
     def lock_native(self, harness: str, key: str):

@@ -161,6 +161,11 @@ class Wrapper:
         unless the harness files sessions by their working directory."""
         return relpath
 
+    def cleanup_days(self, home: Path) -> int | None:
+        """After how many days without a write the harness deletes a session file itself
+        (None: it never does)."""
+        return None
+
     def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
         """Where `dh restore` puts a source back: the folder the harness uses now for the
         session's cwd, by default the one it wrote the source in."""

@@ -131,6 +131,11 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
             parts[1] = slug
         return "/".join(parts)
 
+    def cleanup_days(self, home: Path) -> int | None:
+        from .claude_cleanup import cleanup_days
+
+        return cleanup_days(home)
+
     def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
         from .claude_folders import restore_relpath
 
