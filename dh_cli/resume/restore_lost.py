@@ -75,7 +75,7 @@ def restore_one(world, session: Session, why: str | None, force: bool, dry_run: 
     except DhError as exc:
         done.status, done.error = "failed", f"{exc} ({exc.hint})" if exc.hint else str(exc)
         return done
-    done.status = "would restore" if dry_run else _overall(done.files)
+    done.status = _overall(done.files)
     done.resume = native_resume(wrapper, session, done.files)
     return done
 
@@ -105,7 +105,7 @@ def _where_harness_looks(world, wrapper: Wrapper, session: Session, source: Sour
 
 def _overall(files: list[dict]) -> str:
     statuses = {f["status"] for f in files}
-    return next((s for s in ("replaced", "restored") if s in statuses), "present")
+    return next((s for s in ("replaced", "restored", "would restore") if s in statuses), "present")
 
 
 def native_resume(wrapper: Wrapper, session: Session, files: list[dict]) -> str | None:
