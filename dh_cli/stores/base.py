@@ -43,11 +43,6 @@ class NativeStore(Protocol):
         """Put the native state back from the log where it is missing or differs; the
         `rebuilt` event's details, or None when nothing was written."""
 
-    def lost(self, path: str, logged: int, native_id: str | None, seen: dict) -> str | None:
-        """Why the harness no longer has the session's state at `path` (a file of this
-        machine's mirror), cheaply (a stat): "gone", "shorter", or None when it has it.
-        `logged`: the source's logged size; `seen`: a cache shared over one listing."""
-
     def bring_back(self, world, wrapper, session: Session, source: Source, harness: Harness,
                    force: bool, dry_run: bool) -> dict:
         """`dh restore`: put the (confined) source back where the harness looks, under its

@@ -14,7 +14,6 @@ from typing import Iterator
 from ..models import Parsed, Record, Session, Source
 from ..tokens import counts
 from ..util import short_hash
-from .restore_files import file_lost
 from .files import RebuiltFile, safe_target, source_bytes, write_file, write_parts
 from .turns import chain_turn
 
@@ -101,9 +100,6 @@ class JsonlStore:
         if torn:
             details["dropped_torn_tail_b64"] = base64.b64encode(torn[:65536]).decode()
         return details
-
-    def lost(self, path: str, logged: int, native_id: str | None, seen: dict) -> str | None:
-        return file_lost(path, logged)
 
     def bring_back(self, world, wrapper, session: Session, source: Source, harness,
                    force: bool, dry_run: bool) -> dict:

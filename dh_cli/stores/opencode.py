@@ -67,15 +67,6 @@ class OpenCodeStore:
         size = restore_opencode(world, session, source, *harness())
         return None if size is None else {"path": source.relpath, "bytes": size, "via": "opencode import"}
 
-    def lost(self, path: str, logged: int, native_id: str | None, seen: dict) -> str | None:
-        """Rows gone: the database no longer lists the session (read once per database)."""
-        from .opencode_restore import sessions_in_db
-
-        if path not in seen:
-            seen[path] = sessions_in_db(Path(path))
-        ids = seen[path]
-        return None if ids is None or native_id in ids else "gone"
-
     def bring_back(self, world, wrapper, session: Session, source: Source, harness,
                    force: bool, dry_run: bool) -> dict:
         """Through OpenCode's own `opencode import`, as the resume path does; rows still
