@@ -194,3 +194,13 @@ def test_doctor_warns_before_claude_s_cleanup_deletes_sessions_of_the_log(rig):
     settings.write_text(json.dumps({"cleanupPeriodDays": 20}))
     assert doctor_cleanup(rig)["details"]["sessions"] == [old["id"]]
     assert fresh["id"] not in doctor_cleanup(rig)["details"]["sessions"]
+
+
+@pytest.mark.parametrize("harness, hidden", [("claude-code", "started with -p"),
+                                             ("codex", "started by `codex exec`"), ("pi", None)])
+def test_the_log_list_says_when_the_harness_s_picker_hides_a_session(rig, harness, hidden):
+    session, _ = run_session(rig, harness)
+    (row,) = json.loads(rig.dh("log", "list", "--json").stdout)
+    assert (row["hidden"] or "").startswith(hidden or "") and bool(row["hidden"]) == bool(hidden)
+    text = rig.dh("log", "list").stdout.decode()
+    assert ("not in " in text) == bool(hidden)

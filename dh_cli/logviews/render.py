@@ -74,6 +74,9 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
         if s.get("lost"):
             output.print_text(f"{s['prefix']}: {s['harness']} lost this session (its native state "
                               f"is {s['lost']}); bring it back: {s['restore']}")
+        elif s.get("hidden"):
+            output.print_text(f"{s['prefix']}: not in {s['harness']}'s own picker ({s['hidden']}); "
+                              "resuming it by id works")
 
 
 def _titled(session: dict) -> str:

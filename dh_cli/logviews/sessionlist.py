@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import UsageError
 from ..tokens import KINDS
-from ..stores.lost import lost_sessions, restore_command
+from ..stores.lost import lost_sessions, native_mains, restore_command
 from ..pricing import PRICE_FILE, Pricer, calls_cost
 from ..worlds.rows import decode_raw
 from .resumecost import resume_costs, resume_total
@@ -66,7 +66,9 @@ def describe(world, rows: list[dict]) -> list[dict]:
     each_call = _tiered_calls(world, kept, pricer)
     forks = getattr(world, "forks", dict)()  # a team world's list: the fork's event only
     turns = turn_counts(world, [r["id"] for r in rows])
-    lost = lost_sessions(world, {r["id"] for r in rows})  # a stat a session (stores/lost.py)
+    mains = native_mains(world)
+    lost = lost_sessions(world, {r["id"] for r in rows}, mains)  # a stat a session (stores/lost.py)
+    hidden = picker_hidden(mains)
     for row in rows:
         title, sums = kept[row["id"]]
         row["prefix"] = prefixes.get(row["id"], row["id"])
@@ -75,6 +77,7 @@ def describe(world, rows: list[dict]) -> list[dict]:
         row["turns"] = turns.get(row["id"], 0)
         row["lost"] = lost.get(row["id"])  # what its harness lost: "gone", "shorter"
         row["restore"] = restore_command(row["prefix"]) if row["lost"] else None
+        row["hidden"] = None if row["lost"] else hidden.get(row["id"])  # from the harness's picker
         row["tokens"] = sum_totals(sums)
         calls = each_call.get(row["id"]) or [(model, *counts) for model, _, *counts in sums]
         row["cost"] = calls_cost(calls, pricer)["usd"]
@@ -101,6 +104,30 @@ def continuations(starts: list[str], cuts: list[str]) -> set[int]:
         if first:  # neither None nor 0: a turn was open when the resume was planned
             found.add(first)
     return found
+
+
+def picker_hidden(mains: dict[str, tuple]) -> dict[str, str]:
+    """session id -> why its harness's own picker does not list it (its wrapper says, from
+    the args dh started it with here; one decision per distinct command line)."""
+    said: dict[tuple, str | None] = {}
+    out = {}
+    for sid, (harness, *_, argv) in mains.items():
+        if argv and (harness, argv) not in said:
+            said[harness, argv] = _hides(harness, argv)
+        if argv and said[harness, argv]:
+            out[sid] = said[harness, argv]
+    return out
+
+
+def _hides(harness: str, argv: str) -> str | None:
+    from ..errors import DhError
+    from ..wrappers import get
+
+    try:
+        args = json.loads(argv)
+        return get(harness).picker_hides(args) if isinstance(args, list) else None
+    except (DhError, ValueError, TypeError, IndexError):
+        return None
 
 
 DIGEST_RULES = f"{__version__}/1"  # a digest another dh (or other rules) made is made again

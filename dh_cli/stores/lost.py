@@ -18,13 +18,18 @@ from .restore_files import file_lost
 ROW_KINDS = frozenset({"opencode"})  # a database for all sessions (stores/opencode.py)
 
 
-def lost_sessions(world, wanted: set[str] | None = None) -> dict[str, str]:
+def native_mains(world) -> dict[str, tuple]:
+    """Log.native_mains, or nothing for a team world (it has no places)."""
+    return getattr(world, "native_mains", dict)()
+
+
+def lost_sessions(world, wanted: set[str] | None = None, mains: dict | None = None) -> dict[str, str]:
     """session id -> why its harness no longer has it ("gone", "shorter")."""
-    mains = getattr(world, "native_mains", dict)()  # a team world has no places
+    mains = native_mains(world) if mains is None else mains
     seen: dict = {}
     homes: dict[str, bool] = {}
     out = {}
-    for sid, (_harness, native_id, home, kind, path, logged) in mains.items():
+    for sid, (_harness, native_id, home, kind, path, logged, _argv) in mains.items():
         if wanted is not None and sid not in wanted or not path:
             continue
         if not _home_here(kind, home, homes):
@@ -51,7 +56,7 @@ def due_for_cleanup(world, harness: str, days: int, soon: float, now: float) -> 
     unwritten for `days`) deletes within `soon` seconds of `now`."""
     limit = now - days * 86400 + soon
     due = []
-    for sid, (name, _native, _home, _kind, path, _logged) in getattr(world, "native_mains", dict)().items():
+    for sid, (name, _native, _home, _kind, path, _logged, _argv) in native_mains(world).items():
         if name != harness or not path:
             continue
         try:

@@ -107,12 +107,12 @@ class LocalPlaces:
         return row[0] if row else None
 
     def native_mains(self) -> dict[str, tuple]:
-        """session id -> (harness, harness id, home, kind, path, logged size) of the first
+        """session id -> (harness, harness id, home, kind, path, logged size, argv) of the first
         source of every session placed on this machine, its path the one this machine's mirror
         read: one query for a whole list, to tell which sessions the harness lost."""
         rows = self.conn.execute(
-            "SELECT o.session_id, s.harness, s.harness_session_id, p.home, o.kind, m.path, o.offset"
-            " FROM (SELECT MIN(rowid) AS first FROM sources GROUP BY session_id) f"
+            "SELECT o.session_id, s.harness, s.harness_session_id, p.home, o.kind, m.path, o.offset,"
+            " p.argv FROM (SELECT MIN(rowid) AS first FROM sources GROUP BY session_id) f"
             " JOIN sources o ON o.rowid = f.first JOIN places p ON p.session_id = o.session_id"
             " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id")
         return {row[0]: tuple(row[1:]) for row in rows}

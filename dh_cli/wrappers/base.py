@@ -166,6 +166,11 @@ class Wrapper:
         (None: it never does)."""
         return None
 
+    def picker_hides(self, args: list[str]) -> str | None:
+        """Why the harness's own session picker does not list a session started with these
+        args although its file is there (None: it lists it)."""
+        return None
+
     def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
         """Where `dh restore` puts a source back: the folder the harness uses now for the
         session's cwd, by default the one it wrote the source in."""

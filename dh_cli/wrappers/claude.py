@@ -131,6 +131,11 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
             parts[1] = slug
         return "/".join(parts)
 
+    def picker_hides(self, args: list[str]) -> str | None:
+        """A `-p` run's rows say `entrypoint: sdk-cli`, and `claude --resume`'s picker hides
+        SDK sessions; `claude --resume ID` still resumes them (shared docs, harnesses.md §8)."""
+        return "started with -p: `claude --resume` lists no SDK session" if self.is_headless(args) else None
+
     def cleanup_days(self, home: Path) -> int | None:
         from .claude_cleanup import cleanup_days
 

@@ -265,6 +265,12 @@ class CodexWrapper(Wrapper):
             return positional[0], words[1:]
         return None, words
 
+    def picker_hides(self, args: list[str]) -> str | None:
+        """`codex exec` writes `source: exec`, which the picker's default source filter
+        leaves out; `codex resume ID` still resumes it (shared docs, harnesses.md §8)."""
+        return "started by `codex exec`: `codex resume` lists only interactive sessions" \
+            if self.is_headless(args) else None
+
     def is_headless(self, args: list[str]) -> bool:
         index, _ = self._command(args)
         return index is not None and args[index] in EXEC_WORDS
