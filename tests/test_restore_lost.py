@@ -204,3 +204,18 @@ def test_the_log_list_says_when_the_harness_s_picker_hides_a_session(rig, harnes
     assert (row["hidden"] or "").startswith(hidden or "") and bool(row["hidden"]) == bool(hidden)
     text = rig.dh("log", "list").stdout.decode()
     assert ("not in " in text) == bool(hidden)
+
+
+def test_dh_serve_s_list_says_which_session_the_harness_lost(rig):
+    import httpx
+
+    from .helpers.serve import Served
+
+    lost, main = run_session(rig, "codex")
+    main.unlink()
+    served = Served(rig.env)
+    try:
+        page = httpx.get(served.base + "/", timeout=30).text
+    finally:
+        served.stop()
+    assert "its harness lost it: dh restore " + lost["id"][:4] in page

@@ -73,6 +73,8 @@ def _row(r: dict, world_columns: bool) -> str:
         holder = (f'<td class="holder">{_e(r.get("holder") or "-")}'
                   f'<div class="sub">epoch {_e(r.get("epoch") if r.get("epoch") is not None else "-")}{_e(age)}</div></td>')
     kept = f'<div class="sub">{_e(r.get("kept"))} call(s) kept</div>' if r.get("kept") else ""
+    lost = (f'<div class="sub lost">its harness lost it: {_e(r["restore"])}</div>'
+            if r.get("lost") and r.get("restore") else "")
     state = r.get("shown_state") or r.get("state")
     hint = f' title="{_e(r.get("why") or r.get("hint"))}"' if r.get("why") or r.get("hint") else ""
     version = f' <span class="sub">{_e(r.get("harness_version"))}</span>' if r.get("harness_version") else ""
@@ -80,7 +82,7 @@ def _row(r: dict, world_columns: bool) -> str:
             f'<td class="session"><a href="/s/{quote(r["id"], safe="")}">{_e(r.get("prefix") or r["id"])}</a>'
             f'<div class="title">{_e(title)}</div>{snippet}</td>'
             f'<td class="harness">{_e(r["harness"])}{version}</td>'
-            f'<td class="state"><span class="badge {_badge(state)}"{hint}>{_e(state)}</span></td>'
+            f'<td class="state"><span class="badge {_badge(state)}"{hint}>{_e(state)}</span>{lost}</td>'
             f'{holder}<td class="cwd">{_e(r.get("cwd") or "-")}</td>'
             f'<td class="num turns">{_e(r.get("turns", 0))}</td>'
             f'<td class="num tokens">{total:,}</td>'
