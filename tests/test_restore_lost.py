@@ -219,3 +219,20 @@ def test_dh_serve_s_list_says_which_session_the_harness_lost(rig):
     finally:
         served.stop()
     assert "its harness lost it: dh restore " + lost["id"][:4] in page
+
+
+def test_claude_s_side_files_come_back_with_the_transcript(rig):
+    session, main = run_session(rig, "claude-code")
+    side = main.with_suffix("") / "subagents" / "agent-a1.jsonl"
+    side.parent.mkdir(parents=True)
+    side.write_text(json.dumps({"type": "user", "sessionId": session["harness_session_id"],
+                                "isSidechain": True, "uuid": "u1",
+                                "message": {"role": "user", "content": "hi"}}) + "\n")
+    assert rig.dh("import", "claude", "--all", "--home", str(rig.tmp / ".claude")).returncode == 0
+    logged = side.read_bytes(), main.read_bytes()
+    main.unlink()
+    side.unlink()
+    side.parent.rmdir()
+    code, done = restore(rig, "--lost", "--yes")
+    assert code == 0 and {f["status"] for f in done[0]["files"]} == {"restored"}
+    assert (side.read_bytes(), main.read_bytes()) == logged
