@@ -18,7 +18,6 @@ What `claude --resume <id>` reads (2.1.197 and 2.1.332, headless and TUI), and w
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -29,10 +28,10 @@ from .. import paths
 from ..errors import NativeStateError
 from ..models import Parsed, Record, ToolCall, ToolResult
 from ..tokens import counts, whole
-from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, load_json,
-                   regular_file, text_of)
+from .base import UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper, load_json, text_of
 from .common import (PRINT_FLAGS, flag_name, headless_flags, options, parse_argv, prompt_tail,
                      stdout_object, with_flags)
+from .claude_folders import ClaudeSessionPlaces, first_cwd
 from .claude_prompts import project_slug
 from .claude_repair import repair_lines
 from .claude_tui import ClaudeTuiResume
@@ -88,24 +87,7 @@ def claude_usage(usage: dict) -> dict:
                   cache_write=writes - hour, cache_write_1h=hour, output=usage.get("output_tokens", 0))
 
 
-def first_cwd(path: Path, max_lines: int = 50) -> str | None:
-    if not regular_file(path):
-        return None
-    try:
-        with open(path, "rb") as handle:
-            for _, line in zip(range(max_lines), handle):
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and isinstance(obj.get("cwd"), str):
-                    return obj["cwd"]
-    except OSError:
-        return None
-    return None
-
-
-class ClaudeWrapper(ClaudeTuiResume, Wrapper):
+class ClaudeWrapper(ClaudeSessionPlaces, ClaudeTuiResume, Wrapper):
     name = "claude-code"
     native_id_shape = UUID_SHAPE  # a transcript's file name and sessionId
     aliases = ("claude",)
@@ -130,21 +112,6 @@ class ClaudeWrapper(ClaudeTuiResume, Wrapper):
                                        hint="pick a shorter checkout path")
             parts[1] = slug
         return "/".join(parts)
-
-    def picker_hides(self, args: list[str]) -> str | None:
-        """A `-p` run's rows say `entrypoint: sdk-cli`, and `claude --resume`'s picker hides
-        SDK sessions; `claude --resume ID` still resumes them (shared docs, harnesses.md §8)."""
-        return "started with -p: `claude --resume` lists no SDK session" if self.is_headless(args) else None
-
-    def cleanup_days(self, home: Path) -> int | None:
-        from .claude_cleanup import cleanup_days
-
-        return cleanup_days(home)
-
-    def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
-        from .claude_folders import restore_relpath
-
-        return restore_relpath(home, relpath, cwd, first_cwd)
 
     def carries_cwd(self, obj: dict, path: tuple) -> bool:
         return path == ("cwd",)

@@ -6,14 +6,18 @@ that cwd now; with none, the folder the harness itself chose when it wrote the s
 
 from __future__ import annotations
 
+import json
 from itertools import islice
 from pathlib import Path
+
+from .base import regular_file
+from .claude_cleanup import cleanup_days
 
 LOOKED_AT = 3  # transcripts read per folder: each one's first rows name its cwd
 
 
 def restore_relpath(home: Path, relpath: str, cwd: str | None, cwd_of) -> str:
-    """`cwd_of(transcript)`: the cwd a transcript's first rows name (claude.first_cwd)."""
+    """`cwd_of(transcript)`: the cwd a transcript's first rows name (first_cwd)."""
     parts = relpath.split("/")
     if len(parts) < 3 or parts[0] != "projects" or not cwd:
         return relpath
@@ -33,3 +37,35 @@ def folder_of_cwd(projects: Path, cwd: str, cwd_of) -> str | None:
         if any(cwd_of(t) == cwd for t in islice(sorted(folder.glob("*.jsonl")), LOOKED_AT)):
             return folder.name
     return None
+
+
+def first_cwd(path: Path, max_lines: int = 50) -> str | None:
+    if not regular_file(path):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            for _, line in zip(range(max_lines), handle):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and isinstance(obj.get("cwd"), str):
+                    return obj["cwd"]
+    except OSError:
+        return None
+    return None
+
+
+class ClaudeSessionPlaces:
+    """Where Claude Code keeps, lists and deletes its sessions: the wrapper's part of `dh restore`."""
+
+    def picker_hides(self, args: list[str]) -> str | None:
+        """A `-p` run's rows say `entrypoint: sdk-cli`, and `claude --resume`'s picker hides
+        SDK sessions; `claude --resume ID` still resumes them (shared docs, harnesses.md §8)."""
+        return "started with -p: `claude --resume` lists no SDK session" if self.is_headless(args) else None
+
+    def cleanup_days(self, home: Path) -> int | None:
+        return cleanup_days(home)
+
+    def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
+        return restore_relpath(home, relpath, cwd, first_cwd)
