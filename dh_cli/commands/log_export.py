@@ -72,7 +72,7 @@ def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,
 
     view, turns = session_trace(world, found)
     docs = documents_of(world, found)
-    for number, data in enumerate(pages(view, turns, per_page, name if out else None, docs), 1):
+    for number, data in enumerate(pages(view, turns, per_page, name if out else None, docs, show_secrets), 1):
         data = clean_bytes(data, show_secrets)
         if out is None:
             if number == wanted:

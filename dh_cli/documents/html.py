@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from datetime import datetime, timezone
 
+from ..redact import mask
 from .models import Document, HistoryEntry
 from .show import MARKS, edit_summary, where
 
@@ -26,7 +27,8 @@ ol.history li.refused{color:#b3261e}ol.history code{font-size:.75rem;background:
 
 
 def _e(text) -> str:
-    return html.escape("" if text is None else str(text))
+    """Masked (redact.py) on the text, before escaping turns its quotes into entities."""
+    return html.escape(mask("" if text is None else str(text)))
 
 
 def aside(docs: dict[str, Document], calls: dict[str, int]) -> str:

@@ -18,6 +18,15 @@ from pygments.util import ClassNotFound
 
 SAFE_SCHEMES = ("http", "https", "mailto")
 _FORMATTER = HtmlFormatter(nowrap=True)  # spans with Pygments' short classes, inside our <pre>
+# A record names a code block's language, and some of Pygments' lexers backtrack without
+# bound (one took 79 s over 3 KB): only these are used, each linear on what agents write,
+# and nothing over HIGHLIGHT_MAX characters is highlighted (shown as plain text).
+LEXERS = frozenset({"python", "python3", "py", "pycon", "bash", "sh", "shell", "zsh", "console",
+                    "shell-session", "json", "jsonl", "javascript", "js", "typescript", "ts", "tsx", "jsx",
+                    "html", "xml", "css", "scss", "yaml", "yml", "toml", "ini", "sql", "diff", "patch",
+                    "go", "rust", "rs", "c", "cpp", "c++", "java", "kotlin", "swift", "ruby", "rb", "php",
+                    "markdown", "md", "dockerfile", "docker", "make", "makefile", "text", "csharp", "cs"})
+HIGHLIGHT_MAX = 50_000
 
 
 def highlight_css(scope: str = ".hl") -> str:
@@ -28,21 +37,28 @@ def highlight_css(scope: str = ".hl") -> str:
 def code_html(text: str, language: str | None = None, filename: str | None = None) -> str:
     """The code's inner HTML, highlighted when its language is known (by name or by the file
     it is in), escaped as plain text otherwise."""
-    lexer = _lexer(language, filename)
+    lexer = _lexer(language, filename, len(text))
     if lexer is None:
         return html.escape(text)
     return highlight(text, lexer, _FORMATTER).rstrip("\n")
 
 
-def _lexer(language: str | None, filename: str | None):
+def _lexer(language: str | None, filename: str | None, size: int = 0):
+    """The lexer for a language or a file name, when it is on the allow-list and the code
+    is small enough; None otherwise (the code is shown as text)."""
+    if size > HIGHLIGHT_MAX:
+        return None
     try:
         if language:
-            return get_lexer_by_name(language, stripnl=False)
-        if filename:
-            return get_lexer_for_filename(filename, stripnl=False)
+            lexer = get_lexer_by_name(language, stripnl=False)
+        elif filename:
+            lexer = get_lexer_for_filename(filename, stripnl=False)
+        else:
+            return None
     except ClassNotFound:
         return None
-    return None
+    names = {n.lower() for n in lexer.aliases} | {lexer.name.lower()}
+    return lexer if names & LEXERS else None
 
 
 def markdown_html(text: str) -> str:
@@ -71,7 +87,7 @@ def _safe_link(url: str) -> bool:
 
 def _fenced(code: str, language: str, _attrs) -> str:
     name = (language or "").split()[0] if language else None
-    lexer = _lexer(name, None) if name else None
+    lexer = _lexer(name, None, len(code)) if name else None
     if lexer is None:
         return ""  # markdown-it escapes it itself
     return f'<pre class="hl"><code>{highlight(code, lexer, _FORMATTER)}</code></pre>\n'

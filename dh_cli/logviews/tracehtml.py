@@ -13,12 +13,15 @@ Content-Security-Policy that forbids every fetch.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import html
 import json
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from ..documents import html as docs_html
+from ..redact import clean, clean_view, mask
 from ..tokens import Usage
 from .timeline import CSP, html_timeline, timeline
 from .render import money, resume_line
@@ -287,26 +290,50 @@ def _nav(page: int, more: bool, link: Callable[[int], str] | None) -> str:
 
 
 def pages(view, turns: Iterator[Span], per_page: int = TURNS_PER_PAGE,
-          link: Callable[[int], str] | None = None, documents: dict | None = None) -> Iterator[bytes]:
+          link: Callable[[int], str] | None = None, documents: dict | None = None,
+          show_secrets: bool = False) -> Iterator[bytes]:
     """The pages in order, each a whole HTML document of at most `per_page` turns; `link(n)`
     names page n for the links between pages; `documents` (kind -> Document) are drawn beside
     the trace of every page. Holds one page of turns at a time."""
     page, batch = 1, []
     for turn in turns:
         if len(batch) == per_page:
-            yield _page(view, page, batch, True, link, documents)
+            yield _page(view, page, batch, True, link, documents, show_secrets)
             page, batch = page + 1, []
         batch.append(turn)
-    yield _page(view, page, batch, False, link, documents)
+    yield _page(view, page, batch, False, link, documents, show_secrets)
 
 
-def _page(view, page: int, turns: list[Span], more: bool, link, documents=None) -> bytes:
-    return (_head(view, page) + body(view, page, turns, more, link, documents)
+def _page(view, page: int, turns: list[Span], more: bool, link, documents=None,
+          show_secrets: bool = False) -> bytes:
+    return (_head(view, page) + body(view, page, turns, more, link, documents, show_secrets)
             + "</body></html>\n").encode("utf-8")
 
 
-def body(view, page: int, turns: list[Span], more: bool, link=None, documents=None) -> str:
-    """What a page shows, without the document around it (`dh serve` draws it in its own)."""
+def masked(span: Span) -> Span:
+    """The span with every text in it masked (redact.py). Done on the text, before Markdown,
+    highlighting and escaping split it: `password = "…"` highlighted is `password`, `=` and
+    `"…"` in three elements, which no mask of the page finds."""
+    return replace(span, attrs=_masked_data(span.attrs), events=_masked_data(span.events),
+                   children=[masked(child) for child in span.children])
+
+
+def _masked_data(value):
+    """Each string masked (a tool's output as the text it is), then the whole as JSON text, so
+    that a key names its value's kind (`{"API_TOKEN": "…"}` in a tool's arguments)."""
+    value = clean(value)
+    try:
+        return json.loads(mask(json.dumps(value, ensure_ascii=False)))
+    except (TypeError, ValueError):
+        return value
+
+
+def body(view, page: int, turns: list[Span], more: bool, link=None, documents=None,
+         show_secrets: bool = False) -> str:
+    """What a page shows, without the document around it (`dh serve` draws it in its own),
+    every text masked first unless `show_secrets`."""
+    if not show_secrets:
+        view, turns = clean_view(copy.copy(view)), [masked(t) for t in turns]
     nav = _nav(page, more, link)
     trace_html = "".join(_turn(t) for t in turns) or '<p class="meta">No turns.</p>\n'
     trace = '<h2>Trace</h2>\n<main id="trace">\n' + trace_html + "</main>\n"
