@@ -1,48 +1,48 @@
-"""`dh serve` over HTTP (issue 31): the guard (Host header, token, read-only, CSP), records
-drawn inert and masked, the list's filters and search, and the session stream's catch-up by
-`Last-Event-ID`. Against the real CLI in a child process, over a log built from the real
-fixtures (tests/helpers/serve.py); the browser tests are in test_serve_browser.py."""
+"""`dh serve` over HTTP: the guard (Host header, token on loopback too, one-time codes,
+read-only, CSP), pages drawn from autoescaping templates with records inert and masked,
+errors and static files through Starlette, the list's filters and search, and the session
+stream's catch-up by `Last-Event-ID`. In process through Starlette's test client over a log
+built from the real fixtures (tests/helpers/serve.py); one test starts the real CLI; the
+browser tests are in test_serve_browser.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
-import sys
 
 import httpx
 import pytest
 
 from dh_cli.worlds.local import LocalWorld
 
-from .helpers.serve import API_KEY, ROOT, Served, serve_fixed_log
+from .helpers.serve import API_KEY, HOSTILE, Served, fixed_log, in_process
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    yield from serve_fixed_log(tmp_path_factory)
-
-
-def get(server, path: str, **kw) -> httpx.Response:
-    return httpx.get(server.base + path, timeout=30, **kw)
+    tmp = tmp_path_factory.mktemp("serve")
+    dh_home = tmp / "dh-home"
+    ids = fixed_log(dh_home, tmp)
+    with in_process(dh_home, stream_seconds=1.0) as client:
+        yield client, ids, dh_home
 
 
 def test_a_request_naming_another_host_is_refused(served):
-    server = served[0]
-    assert get(server, "/", headers={"Host": "attacker.example"}).status_code == 421
-    assert get(server, "/", headers={"Host": f"attacker.example:{server.port}"}).status_code == 421
-    assert get(server, "/", headers={"Host": f"127.0.0.1:{server.port + 1}"}).status_code == 421
-    assert get(server, "/", headers={"Host": f"localhost:{server.port}"}).status_code == 200
+    client = served[0]
+    assert client.get("/", headers={"Host": "attacker.example"}).status_code == 421
+    assert client.get("/", headers={"Host": "attacker.example:8765"}).status_code == 421
+    assert client.get("/", headers={"Host": "127.0.0.1:8766"}).status_code == 421
+    assert client.get("/", headers={"Host": "localhost:8765"}).status_code == 200
 
 
 def test_no_route_changes_anything(served):
-    server, _, dh_home = served
+    client, ids, dh_home = served
     before = _log_bytes(dh_home)
     for method in ("POST", "PUT", "DELETE", "PATCH"):
-        assert httpx.request(method, server.base + "/", timeout=30).status_code == 405
-    for path in ("/", "/?q=files", "/team", f"/s/{served[1]['crashed']}"):
-        assert get(server, path).status_code == 200
+        assert client.request(method, "/").status_code == 405
+    for path in ("/", "/?q=files", "/team", f"/s/{ids['crashed']}"):
+        assert client.get(path).status_code == 200
     assert _log_bytes(dh_home) == before
 
 
@@ -55,9 +55,9 @@ def _log_bytes(dh_home) -> dict[str, bytes]:
 
 
 def test_pages_carry_a_strict_policy_and_no_inline_script_or_style(served):
-    server, ids = served[0], served[1]
-    for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team"):
-        page = get(server, path)
+    client, ids = served[0], served[1]
+    for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team", "/nowhere"):
+        page = client.get(path)
         policy = page.headers["content-security-policy"]
         assert "script-src 'self'" in policy and "default-src 'none'" in policy
         assert "unsafe-inline" not in policy.replace("style-src-attr 'unsafe-inline'", "")
@@ -67,8 +67,8 @@ def test_pages_carry_a_strict_policy_and_no_inline_script_or_style(served):
 
 @pytest.mark.parametrize("path", ["/", "/s/{hostile}", "/s/{hostile}/trace", "/?q=owned"])
 def test_a_hostile_record_is_drawn_as_text(served, path):
-    server, ids = served[0], served[1]
-    page = get(server, path.format(**ids)).text
+    client, ids = served[0], served[1]
+    page = client.get(path.format(**ids)).text
     assert "&lt;script&gt;document.title" in page  # it is there, as text
     lowered = page.lower()
     assert "<script>document.title" not in lowered
@@ -76,109 +76,217 @@ def test_a_hostile_record_is_drawn_as_text(served, path):
     assert "</style><style>" not in lowered and "<img src=x" not in lowered
 
 
+def test_every_template_escapes_what_it_is_given():
+    """Autoescape on: any value a template shows, hostile text in every field, comes out as
+    text (the trace alone is markup, marked so by pages.session_page)."""
+    from types import SimpleNamespace
+
+    from dh_cli.serve import pages
+
+    row = {k: HOSTILE for k in ("id", "prefix", "title", "snippet", "harness", "harness_version",
+                                "shown_state", "why", "holder", "cwd", "last_activity")}
+    page = {"rows": [row], "total": 1, "page": 1, "pages": 1, "searched": True}
+    filters = SimpleNamespace(harness=HOSTILE, state=None, folder=HOSTILE, since=HOSTILE, q=HOSTILE, page=1)
+    team = {"machines": [{"host": HOSTILE, "held": 1, "running": 0, "orphaned": 0, "freshest_lease_s": 1.0,
+                          "takeovers": 0, "lag_s": None}],
+            "sessions": [{"id": HOSTILE, "harness": HOSTILE, "holder": HOSTILE, "epoch": 1, "lease_age": 2.0,
+                          "state": HOSTILE}],
+            "takeovers": [{"at": HOSTILE, "session_id": HOSTILE, "from_host": HOSTILE, "host": HOSTILE}]}
+    session = {"session": {"id": HOSTILE}, "trace": "<p>the renderer's</p>", "snapshots": [],
+               "attempts": [{"attempt": 1, "started_at": HOSTILE, "outcome": HOSTILE}]}
+    for html in (pages.list_page(page, filters, [HOSTILE], "postgres", "/events/list"),
+                 pages.team_page(team), pages.session_page(session, HOSTILE), pages.error_page(400, HOSTILE)):
+        assert "<script>" not in html and "<img src=x" not in html and "&lt;script&gt;" in html
+    assert "<p>the renderer's</p>" in pages.session_page(session, "/x")
+
+
+def test_errors_and_unknown_paths_answer_with_the_page_of_dh(served):
+    client, ids = served[0], served[1]
+    for path, status in (("/nowhere", 404), ("/s/no-such-session", 404), ("/static/nothing.css", 404),
+                         ("/?since=yesterdayish", 400)):
+        answer = client.get(path)
+        assert answer.status_code == status, path
+        assert f"<h1>{status}</h1>" in answer.text and '<a href="/">all sessions</a>' in answer.text, path
+
+
+def test_static_files_are_served_with_validators(served):
+    client = served[0]
+    first = client.get("/static/serve.js")
+    assert first.status_code == 200 and "javascript" in first.headers["content-type"]
+    again = client.get("/static/serve.js", headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304
+    assert client.get("/static/../app.py").status_code == 404
+    assert client.get("/static/trace.css").headers["content-type"].startswith("text/css")
+
+
 @pytest.mark.parametrize("path", ["/", "/s/{hostile}", "/s/{hostile}/trace", "/?q=owned"])
 def test_an_api_key_in_a_record_shows_as_stars(served, path):
-    server, ids = served[0], served[1]
-    page = get(server, path.format(**ids)).text
+    client, ids = served[0], served[1]
+    page = client.get(path.format(**ids)).text
     assert API_KEY not in page and API_KEY[20:40] not in page
     assert re.search(r"(API_KEY=|sk-ant-api03-)\*\*\*", page)  # as `dh log show` masks it
 
 
 def test_the_stream_masks_what_it_sends(served):
-    server, ids = served[0], served[1]
-    events = read_events(server, f"/s/{ids['hostile']}/events?after=0.0", want=3)
+    client, ids = served[0], served[1]
+    events = read_events(client, f"/s/{ids['hostile']}/events?after=0.0")
     text = json.dumps(events)
-    assert API_KEY not in text and "sk-ant-api03-***" in text
+    assert events and API_KEY not in text and "sk-ant-api03-***" in text
 
 
 def test_a_session_page_marks_each_attempt_crash_repair_resume_and_takeover(served):
-    server, ids = served[0], served[1]
-    page = get(server, f"/s/{ids['crashed']}").text
+    client, ids = served[0], served[1]
+    page = client.get(f"/s/{ids['crashed']}").text
     kinds = re.findall(r'<li class="mark (\w+)" data-kind', page)
     assert kinds == ["attempt", "crash", "resume", "repair", "attempt", "exit", "takeover"]
     assert '<table class="attempts"' in page and "<td class=\"num\">3</td>" in page  # calls kept
 
 
 def test_the_list_filters_by_harness_state_folder_and_time(served):
-    server = served[0]
-    harnesses = set(re.findall(r'<td class="harness">([\w-]+)', get(server, "/").text))
+    client = served[0]
+
+    def text(path):
+        return client.get(path).text
+
+    harnesses = set(re.findall(r'<td class="harness">([\w-]+)', text("/")))
     assert {"claude-code", "codex", "pi"} <= harnesses
-    only_pi = get(server, "/?harness=pi").text
-    assert set(re.findall(r'<td class="harness">([\w-]+)', only_pi)) == {"pi"}
-    states = set(re.findall(r'data-state="([^"]+)"', get(server, "/?state=imported").text))
-    assert states == {"imported"}
-    assert 'data-id="' not in get(server, "/?folder=/nowhere/at/all").text
-    assert 'data-id="' not in get(server, "/?since=2000-01-01&folder=/nowhere").text
-    everything = get(server, "/?since=2000-01-01").text.count('data-id="')
-    assert everything == get(server, "/").text.count('data-id="') > 0
-    assert get(server, "/?since=1m").text.count('data-id="') == 0  # the fixtures are older
+    assert set(re.findall(r'<td class="harness">([\w-]+)', text("/?harness=pi"))) == {"pi"}
+    assert set(re.findall(r'data-state="([^"]+)"', text("/?state=imported"))) == {"imported"}
+    assert 'data-id="' not in text("/?folder=/nowhere/at/all")
+    assert 'data-id="' not in text("/?since=2000-01-01&folder=/nowhere")
+    everything = text("/?since=2000-01-01").count('data-id="')
+    assert everything == text("/").count('data-id="') > 0
+    assert text("/?since=1m").count('data-id="') == 0  # the fixtures are older
 
 
 def test_the_search_lists_the_sessions_whose_records_hold_the_words(served):
-    server, ids = served[0], served[1]
-    found = re.findall(r'<tr data-id="([^"]+)"', get(server, "/?q=owned").text)
-    assert found == [ids["hostile"]]
-    assert re.findall(r'<tr data-id="([^"]+)"', get(server, "/?q=zzqqxxnothing").text) == []
+    client, ids = served[0], served[1]
+    assert re.findall(r'<tr data-id="([^"]+)"', client.get("/?q=owned").text) == [ids["hostile"]]
+    assert re.findall(r'<tr data-id="([^"]+)"', client.get("/?q=zzqqxxnothing").text) == []
 
 
-def read_events(server, path: str, want: int, headers: dict | None = None) -> list[dict]:
-    """The first `want` record and mark events of a session stream."""
+def read_events(client, path: str, headers: dict | None = None) -> list[dict]:
+    """The record and mark events a session stream sends in its lifetime."""
+    response = client.get(path, headers=headers or {})
+    assert response.status_code == 200
     out, event = [], {}
-    with httpx.stream("GET", server.base + path, headers=headers or {}, timeout=30) as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if not line:
-                if event.get("event") in ("record", "mark"):
-                    out.append(event)
-                    if len(out) == want:
-                        return out
-                event = {}
-                continue
-            name, _, value = line.partition(":")
-            event[name] = value[1:] if value.startswith(" ") else value
+    for line in response.text.splitlines():
+        if not line:
+            if event.get("event") in ("record", "mark"):
+                out.append(event)
+            event = {}
+            continue
+        name, _, value = line.partition(":")
+        event[name] = value[1:] if value.startswith(" ") else value
     return out
 
 
 def test_a_stream_reopened_with_last_event_id_goes_on_where_it_stopped(served):
-    server, ids = served[0], served[1]
+    client, ids, dh_home = served
     path = f"/s/{ids['crashed']}/events?after=0.0"
-    world = LocalWorld(served[2] / "dh.db", read_only=True)
+    world = LocalWorld(dh_home / "dh.db", read_only=True)
     total = world.record_count(ids["crashed"]) + len(world.events(ids["crashed"]))
     world.close()
-    everything = read_events(server, path, want=total)
+    everything = read_events(client, path)
     assert len(everything) == total
     cut = total // 2
-    rest = read_events(server, path, want=total - cut,
-                       headers={"Last-Event-ID": everything[cut - 1]["id"]})
+    rest = read_events(client, path, headers={"Last-Event-ID": everything[cut - 1]["id"]})
     assert [e["data"] for e in rest] == [e["data"] for e in everything[cut:]]
     records = [json.loads(e["data"])["id"] for e in everything if e["event"] == "record"]
     assert records == sorted(set(records))
 
 
-def test_a_bind_past_loopback_without_a_token_refuses_to_start(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "dh_cli", "serve", "--host", "0.0.0.0", "--port", "0"],
-                          env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr.startswith("Error:") and "token" in done.stderr
-    assert "http://" not in done.stdout
+def test_every_request_needs_the_token_even_on_loopback(served):
+    client = served[0]
+    bare = {"Authorization": ""}
+    assert client.get("/", headers=bare).status_code == 401
+    assert client.get("/static/serve.js", headers=bare).status_code == 401
+    assert client.get("/?token=wrong", headers=bare).status_code == 401
+    moved = client.get(f"/?harness=pi&token={client.guard.token}", headers=bare, follow_redirects=False)
+    assert moved.status_code == 303 and moved.headers["location"] == "/?harness=pi"
+    cookie = moved.headers["set-cookie"]
+    assert cookie.startswith("dh_serve_token_8765=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    client.cookies.clear()  # the test client keeps cookies as a browser does
+    elsewhere = client.get(f"http://127.0.0.1:8765//attacker.example/?token={client.guard.token}", headers=bare,
+                           follow_redirects=False)
+    assert elsewhere.headers["location"] == "/attacker.example/"  # a path here, not a host
+    client.cookies.clear()
+    assert client.get("/", headers={**bare, "Cookie": cookie.split(";")[0]}).status_code == 200
+    assert client.get("/", headers={**bare, "Cookie": "dh_serve_token_9999=" + client.guard.token}).status_code == 401
 
 
-def test_with_a_token_every_request_must_carry_it(served):
-    env = {**os.environ, "DH_HOME": str(served[2])}
-    server = Served(env, "--host", "0.0.0.0", "--token")
+def test_a_one_time_code_is_good_once(served):
+    client, bare = served[0], {"Authorization": ""}
+    code = client.guard.one_time_code()
+    first = client.get(f"/?code={code}", headers=bare, follow_redirects=False)
+    assert first.status_code == 303 and client.guard.token in first.headers["set-cookie"]
+    client.cookies.clear()
+    assert client.get(f"/?code={code}", headers=bare, follow_redirects=False).status_code == 401
+
+
+def test_the_real_server_starts_on_a_free_port_and_serves_the_page(served):
+    """One smoke test of the CLI itself: the URL it prints logs the browser in."""
+    server = Served({**os.environ, "DH_HOME": str(served[2])}, "--host", "0.0.0.0")
     try:
-        token = server.url.split("token=")[1]
-        base = f"http://127.0.0.1:{server.port}"
-        assert httpx.get(base + "/", timeout=30).status_code == 401
-        assert httpx.get(base + "/?token=wrong", timeout=30).status_code == 401
-        moved = httpx.get(f"{base}/?harness=pi&token={token}", timeout=30)
-        assert moved.status_code == 303 and moved.headers["location"] == "/?harness=pi"
-        assert "HttpOnly" in moved.headers["set-cookie"] and "SameSite=Strict" in moved.headers["set-cookie"]
-        elsewhere = httpx.get(f"{base}//attacker.example/?token={token}", timeout=30)
-        assert elsewhere.headers["location"] == "/attacker.example/"  # a path here, not a host
-        cookie = moved.headers["set-cookie"].split(";")[0]
-        assert httpx.get(base + "/", headers={"Cookie": cookie}, timeout=30).status_code == 200
-        assert httpx.get(base + "/", headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{server.port}/", timeout=30).status_code == 401
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=30) as browser:
+            page = browser.get(server.url.replace(server.base, "").replace("0.0.0.0", "127.0.0.1"),
+                               follow_redirects=True)
+            assert page.status_code == 200 and 'id="rows"' in page.text
     finally:
         server.stop()
+
+
+def test_a_cursor_or_an_age_past_any_range_is_a_400(served):
+    client, ids = served[0], served[1]
+    path = f"/s/{ids['crashed']}/events"
+    assert client.get(path, headers={"Last-Event-ID": "9" * 5000 + ".1"}).status_code == 400
+    assert client.get(path + "?after=99999999999999999999.0").status_code == 400
+    assert client.get(path, headers={"Last-Event-ID": "x.y"}).status_code == 400
+    assert client.get("/?since=99999999d").status_code == 400
+    assert client.get("/rows?since=99999999999w").status_code == 400
+
+
+def test_event_streams_past_the_cap_are_refused(served):
+    client, ids, dh_home = served
+    with in_process(dh_home, max_streams=0) as full:
+        assert full.get("/events/list").status_code == 503
+        assert full.get(f"/s/{ids['crashed']}/events?after=0.0").status_code == 503
+    assert client.get(f"/s/{ids['crashed']}/events?after=0.0").status_code == 200  # closes after 1 s
+
+
+def test_a_connection_whose_headers_are_slow_is_closed(served):
+    """uvicorn has no deadline for a request's headers: server.py adds one (a client that
+    trickles a byte now and then held its connection for ever); the cap on connections and
+    the idle timeout are uvicorn's own."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from dh_cli.serve.app import Options, create_app
+    from dh_cli.serve.guard import Guard
+    from dh_cli.serve.server import MAX_CONNECTIONS, bound_socket, config
+
+    sock = bound_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    settings = config(create_app(Options(served[2] / "dh.db", Guard("127.0.0.1", port, "tok"))), 0.5)
+    assert settings.limit_concurrency == MAX_CONNECTIONS and settings.timeout_keep_alive > 0
+    server = uvicorn.Server(settings)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        slow = socket.create_connection(("127.0.0.1", port), timeout=10)
+        slow.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1")
+        time.sleep(0.3)
+        slow.sendall(b":")  # still trickling
+        assert slow.recv(100) == b""  # closed by the server (a timeout here: never closed)
+        whole = socket.create_connection(("127.0.0.1", port), timeout=10)
+        whole.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer tok\r\n\r\n".encode())
+        assert whole.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -37,6 +37,7 @@ def no_sideways_scroll(page) -> bool:
 
 def test_the_list_reads_at_1400_and_400_px(served, page):
     server, ids = served[0], served[1]
+    page.goto(server.url)  # the printed URL: its token becomes the page's cookie
     for width in (1400, 400):
         page.set_viewport_size({"width": width, "height": 900})
         for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team"):
@@ -48,7 +49,7 @@ def test_the_list_reads_at_1400_and_400_px(served, page):
 
 def test_filters_search_and_keys(served, page):
     server, ids = served[0], served[1]
-    page.goto(server.base + "/")
+    page.goto(server.url)
     page.select_option("#f-harness", "pi")
     page.click("form.filters button[type=submit]")
     page.wait_for_url(re.compile(r"harness=pi"))
@@ -73,6 +74,7 @@ def test_a_hostile_record_runs_nothing(served, page):
     server, ids = served[0], served[1]
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server.url)
     page.goto(server.base + f"/s/{ids['hostile']}")
     page.goto(server.base + "/?q=owned")
     assert page.title() != "owned" and dialogs == []
@@ -94,7 +96,7 @@ def test_the_list_shows_a_new_session_without_a_reload(tmp_path, page):
     env = {**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}
     server = Served(env)
     try:
-        page.goto(server.base + "/")
+        page.goto(server.url)
         page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
         before = page.locator("#rows tr[data-id]").count()
         page.evaluate("window.sameDocument = true")
@@ -144,7 +146,7 @@ def kill_harness(watch: HarnessWatch) -> None:
 
 def test_a_crash_and_its_resume_appear_on_the_open_page(running, page):
     served, sid, watch, run, _ = running
-    page.goto(f"{served.base}/s/{sid}")
+    page.goto(f"{served.base}/s/{sid}?token={served.token}")
     page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
     page.evaluate("window.sameDocument = true")
     assert page.locator(".trace-page #timeline .mark.crash").count() == 0
@@ -159,7 +161,7 @@ def test_a_crash_and_its_resume_appear_on_the_open_page(running, page):
 
 def test_a_stream_closed_and_reopened_misses_nothing(running, page):
     served, sid, watch, run, rig = running
-    page.goto(f"{served.base}/s/{sid}")
+    page.goto(f"{served.base}/s/{sid}?token={served.token}")
     page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
     after = int(page.locator("body").get_attribute("data-stream").split("after=")[1].split(".")[0])
     page.click("#live-toggle")

@@ -33,7 +33,7 @@ def test_the_team_page_shows_who_holds_what_and_the_takeovers(pg_url, tmp_path):
     world.close()
     served = Served(env, "--world", "postgres", "--url", pg_url)
     try:
-        team = httpx.get(served.base + "/team", timeout=60).text
+        team = httpx.get(served.base + "/team", headers=served.headers, timeout=60).text
         here = socket.gethostname()
         machine = re.search(rf"<tr><td>{re.escape(here)}</td><td class=\"num\">(\d+)</td>", team)
         assert machine and int(machine.group(1)) >= 1
@@ -41,7 +41,7 @@ def test_the_team_page_shows_who_holds_what_and_the_takeovers(pg_url, tmp_path):
                          rf'<td class="num">{epoch}</td>', team)
         assert held, team
         assert "taken from host-a (epoch 1) by host-b" in team
-        listed = httpx.get(served.base + "/", timeout=60).text
+        listed = httpx.get(served.base + "/", headers=served.headers, timeout=60).text
         row = re.search(rf'<tr data-id="{ids["hostile"]}".*?</tr>', listed, re.S).group(0)
         assert f"{here} (pid" in row and f"epoch {epoch}" in row
     finally:

@@ -5,21 +5,23 @@ opens the log read-only and closes it, so any number of dh processes go on writi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from ..errors import DhError, SessionNotFound, UsageError
 from . import live, pages, reads
 from .guard import Guard, GuardMiddleware
 
-STATIC = {"serve.css": "text/css", "serve.js": "text/javascript"}
+
+MAX_STREAMS = 32  # a tab holds one; 400 took every descriptor of a 1,024 limit
 
 
 @dataclass
@@ -29,6 +31,12 @@ class Options:
     world: str | None = None  # "postgres": the team's world beside the log
     url: str | None = None
     stream_seconds: float = 300.0  # a stream's lifetime (the browser reconnects from its cursor)
+    max_streams: int = MAX_STREAMS
+    streams: int = 0  # open now
+
+
+class StreamsFull(DhError):
+    """More event streams than max_streams are open (each holds a descriptor and a reader)."""
 
 
 def create_app(options: Options) -> GuardMiddleware:
@@ -41,28 +49,63 @@ def create_app(options: Options) -> GuardMiddleware:
         Route("/s/{ref}/events", _handler(options, _session_events)),
         Route("/team", _handler(options, _team)),
         Route("/static/trace.css", _trace_css),
-        Route("/static/{name}", _static),
+        Mount("/static", StaticFiles(packages=[(__package__, "static")]), name="static"),
     ]
     # the guard outermost: even a 500 answered by Starlette's error layer carries its headers
-    return GuardMiddleware(Starlette(routes=routes), options.guard)
+    return GuardMiddleware(Starlette(routes=routes, exception_handlers=ERRORS), options.guard)
 
 
 def _handler(options: Options, endpoint):
     async def handle(request: Request) -> Response:
-        try:
-            return await endpoint(options, request)
-        except SessionNotFound as exc:
-            return _error(404, str(exc))
-        except UsageError as exc:
-            return _error(400, str(exc))
-        except DhError as exc:
-            return _error(503, str(exc))
+        return await endpoint(options, request)
     return handle
 
 
 def _error(status: int, text: str) -> HTMLResponse:
-    content = f'<h1>{status}</h1>\n<p class="meta">{pages._e(text)}</p>\n<p><a href="/">all sessions</a></p>\n'
-    return HTMLResponse(pages.document(str(status), content, "error"), status)
+    return HTMLResponse(pages.error_page(status, text), status)
+
+
+async def _not_found(request: Request, exc: SessionNotFound) -> Response:
+    return _error(404, str(exc))
+
+
+async def _refused(request: Request, exc: UsageError) -> Response:
+    return _error(400, str(exc))
+
+
+async def _busy(request: Request, exc: StreamsFull) -> Response:
+    return PlainTextResponse(str(exc) + "\n", 503, headers={"retry-after": "10"})
+
+
+async def _unavailable(request: Request, exc: DhError) -> Response:
+    return _error(503, str(exc))
+
+
+async def _http(request: Request, exc: HTTPException) -> Response:
+    return _error(exc.status_code, exc.detail)
+
+
+ERRORS = {SessionNotFound: _not_found, UsageError: _refused, StreamsFull: _busy, DhError: _unavailable,
+          HTTPException: _http}
+
+
+def _stream(options: Options, events):
+    """An event stream of `events`, counted against max_streams while it is open."""
+    from sse_starlette.sse import EventSourceResponse
+
+    if options.streams >= options.max_streams:
+        raise StreamsFull(f"{options.streams} event streams are open already")
+
+    async def counted():  # counted from its first step, so that every count has its finally
+        options.streams += 1
+        try:
+            async for event in events:
+                yield event
+        finally:
+            options.streams -= 1
+            await events.aclose()
+
+    return EventSourceResponse(counted(), ping=15)
 
 
 def _with_log(options: Options, read):
@@ -108,9 +151,7 @@ async def _rows(options: Options, request: Request) -> Response:
 
 
 async def _list_events(options: Options, request: Request) -> Response:
-    from sse_starlette.sse import EventSourceResponse
-
-    return EventSourceResponse(live.list_changes(options.log, options.stream_seconds), ping=15)
+    return _stream(options, live.list_changes(options.log, options.stream_seconds))
 
 
 # one session --------------------------------------------------------------------------------------
@@ -142,13 +183,11 @@ def _page_link(world, ref: str):
 
 
 async def _session_events(options: Options, request: Request) -> Response:
-    from sse_starlette.sse import EventSourceResponse
-
     ref = request.path_params["ref"]
     sid = await _with_log(options, lambda w: w.find_session(ref).id)
     cursor = (reads.parse_cursor(request.headers.get("last-event-id"))
               or reads.parse_cursor(request.query_params.get("after")) or (0, 0))
-    return EventSourceResponse(live.session_news(options.log, sid, cursor, options.stream_seconds), ping=15)
+    return _stream(options, live.session_news(options.log, sid, cursor, options.stream_seconds))
 
 
 # the team ------------------------------------------------------------------------------------------
@@ -171,14 +210,6 @@ async def _team(options: Options, request: Request) -> Response:
 
 
 # files of this package ------------------------------------------------------------------------------
-async def _static(request: Request) -> Response:
-    name = request.path_params["name"]
-    if name not in STATIC:
-        return PlainTextResponse("not found\n", 404)
-    data = resources.files(__package__).joinpath("static", name).read_bytes()
-    return Response(data, media_type=STATIC[name], headers={"cache-control": "no-cache"})
-
-
 async def _trace_css(request: Request) -> Response:
     """The HTML export's own styles (one renderer, one look), served as a file."""
     from ..logviews.tracehtml import stylesheet

@@ -1,13 +1,16 @@
 """What keeps `dh serve` safe to leave running: an ASGI layer in front of every route.
 
-- **Bind.** Loopback needs nothing more. Any other address needs a token (`--token`): dh
-  refuses to start without one, because the page shows every prompt and tool output of the
-  machine.
+- **Token, always.** Loopback too: every local user of the machine can reach 127.0.0.1, and
+  the page shows every prompt and tool output of this user's sessions. The URL dh prints
+  (on its own stdout, never on a command line) carries it; `--open` hands the browser a
+  one-time code instead, through a 0600 file (server.py), so `ps` shows nothing usable.
 - **Host header.** A page on another site can point its own name at 127.0.0.1 (DNS
   rebinding) and read whatever that name serves; the browser sends that name as `Host`. Only
   the names this server was bound as (and the loopback names) are answered; others get 421.
-- **Token.** Given once in the URL (`/?token=…`), it is exchanged for an HttpOnly,
-  SameSite=Strict cookie and the URL without it; every request must then carry one of them.
+- **Cookie.** The token (`/?token=…`) or a one-time code (`/?code=…`, good once) is
+  exchanged for an HttpOnly, SameSite=Strict cookie named after the port (cookies know no
+  ports: a name per port keeps two servers apart) and the URL without it; every request must
+  then carry the cookie or `Authorization: Bearer TOKEN`.
 - **Read-only.** GET and HEAD only: no route changes the log or starts anything.
 - **Headers.** A Content-Security-Policy that allows scripts and styles from this server
   only (no inline script, no inline style element); style attributes stay allowed for the
@@ -23,9 +26,8 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode
 
-from ..errors import UsageError
 
-COOKIE = "dh_serve_token"
+COOKIE = "dh_serve_token"  # + "_PORT"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline';"
        " img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self';"
@@ -49,21 +51,16 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse a bind past loopback without a token (a UsageError, one Error: line)."""
-    if not is_loopback(host) and not token:
-        raise UsageError(f"dh serve on {host} would show every session to the network without a token",
-                         hint="add --token (a token is made and printed once), or bind 127.0.0.1")
-
-
 @dataclass
 class Guard:
-    """The rules of one server: the names it answers to and its token (None on loopback)."""
+    """The rules of one server: the names it answers to, its token and its unused one-time
+    codes."""
 
     host: str
     port: int
-    token: str | None = None
+    token: str
     names: set[str] = field(default_factory=set)
+    codes: set[str] = field(default_factory=set)
 
     def __post_init__(self):
         names = set(LOOPBACK_NAMES)
@@ -78,7 +75,24 @@ class Guard:
         return name in self.names and port in (None, self.port)
 
     def token_ok(self, given: str | None) -> bool:
-        return self.token is None or (given is not None and hmac.compare_digest(given, self.token))
+        return given is not None and hmac.compare_digest(given, self.token)
+
+    def one_time_code(self) -> str:
+        code = new_token()
+        self.codes.add(code)
+        return code
+
+    def use_code(self, given: str | None) -> bool:
+        """True once for each code made (the code is spent)."""
+        for code in list(self.codes):
+            if given is not None and hmac.compare_digest(given, code):
+                self.codes.discard(code)
+                return True
+        return False
+
+    @property
+    def cookie(self) -> str:
+        return f"{COOKIE}_{self.port}"
 
 
 def _split_host(header: str) -> tuple[str, int | None]:
@@ -116,8 +130,8 @@ class GuardMiddleware:
         if refusal is not None:
             return await _plain(send, *refusal)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if self.guard.token and "token" in query and self.guard.token_ok(query["token"]):
-            return await _to_cookie(send, scope["path"], query, self.guard.token)
+        if self.guard.token_ok(query.get("token")) or self.guard.use_code(query.get("code")):
+            return await _to_cookie(send, scope["path"], query, self.guard)
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
@@ -131,17 +145,17 @@ class GuardMiddleware:
             return 421, "dh serve answers only to the names it was started on (Host header refused)"
         if scope["method"] not in ("GET", "HEAD"):
             return 405, "dh serve is read-only"
-        if self.guard.token is None:
-            return None
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        given = query.get("token") or _cookie(headers.get("cookie", "")) or _bearer(headers)
+        if "code" in query and query["code"] in self.guard.codes:
+            return None  # spent in __call__
+        given = query.get("token") or _cookie(headers.get("cookie", ""), self.guard.cookie) or _bearer(headers)
         return None if self.guard.token_ok(given) else (401, "a token is needed (the URL dh serve printed)")
 
 
-def _cookie(header: str) -> str | None:
+def _cookie(header: str, wanted: str) -> str | None:
     for part in header.split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == wanted:
             return value
     return None
 
@@ -157,12 +171,12 @@ async def _plain(send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": (text + "\n").encode()})
 
 
-async def _to_cookie(send, path: str, query: dict, token: str) -> None:
-    """The token from the URL into a cookie, and the same URL without it."""
-    rest = urlencode({k: v for k, v in query.items() if k != "token"})
+async def _to_cookie(send, path: str, query: dict, guard: Guard) -> None:
+    """The token (or code) from the URL into a cookie, and the same URL without it."""
+    rest = urlencode({k: v for k, v in query.items() if k not in ("token", "code")})
     path = "/" + path.lstrip("/")  # never `//elsewhere`: a location on this server only
     location = quote(path, safe="/:@!$&'()*+,;=-._~%") + ("?" + rest if rest else "")
-    cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
+    cookie = f"{guard.cookie}={guard.token}; HttpOnly; SameSite=Strict; Path=/"
     await send({"type": "http.response.start", "status": 303,
                 "headers": [(b"location", location.encode("latin-1")),
                             (b"set-cookie", cookie.encode("latin-1"))] + HEADERS})

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .. import liveness
 from ..logviews.sessionlist import describe, folder_match, parse_since
-from ..redact import clean, mask
+from ..errors import UsageError
+from ..redact import clean
 from ..worlds.local import LocalWorld
 
 PAGE = 100  # sessions a list page shows (the list of 10,000 reads details for these only)
@@ -65,7 +66,7 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
     """One page of the list: {"rows", "total", "page", "pages", "searched"}, most recent first."""
     rows = world.session_summaries(filters.harness, None, *folder_match(filters.folder))
     if filters.since:
-        since = parse_since(filters.since)
+        since = _since(filters.since)
         rows = [r for r in rows if r["last_activity"] >= since]
     hits = _search(world, filters) if filters.q else None
     if hits is not None:
@@ -83,6 +84,13 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
         row["kept"] = kept.get(row["id"], 0)
     return {"rows": clean(shown), "total": len(rows), "page": page, "pages": pages,
             "searched": hits is not None}
+
+
+def _since(text: str):
+    try:
+        return parse_since(text)
+    except (OverflowError, ValueError):  # 99999999d: past the calendar
+        raise UsageError(f"--since {text[:40]!r} is out of range") from None
 
 
 def _search(world, filters: Filters) -> dict[str, str]:
@@ -120,7 +128,7 @@ def session_page(world, ref: str, page: int, link) -> dict:
     batch = list(islice(turns, start, start + TURNS_PER_PAGE + 1))
     more = len(batch) > TURNS_PER_PAGE
     html = body(view, page, batch[:TURNS_PER_PAGE], more, link, documents_of(world, session))
-    return {"session": clean(view.session), "trace": mask(html), "cursor": cursor_now(world, session.id),
+    return {"session": clean(view.session), "trace": html, "cursor": cursor_now(world, session.id),
                     "attempts": clean(world.attempt_rows(session.id)), "snapshots": snapshots(world, session.id)}
 
 
@@ -148,11 +156,14 @@ def cursor_now(world, session_id: str) -> str:
 
 
 def parse_cursor(text: str | None) -> tuple[int, int] | None:
-    try:
-        record, seq = (text or "").split(".")
-        return max(0, int(record)), max(0, int(seq))
-    except ValueError:
+    """RECORD.SEQ; None when absent; a UsageError (400) when it is no cursor, or past what
+    SQLite's integers hold."""
+    if not text:
         return None
+    record, dot, seq = text.partition(".")
+    if not (dot and record.isdigit() and seq.isdigit() and len(record) < 19 and len(seq) < 19):
+        raise UsageError(f"not a stream cursor: {text[:40]!r}", hint="RECORD.SEQ, as the stream's ids are")
+    return int(record), int(seq)
 
 
 def news(world, session_id: str, record_after: int, seq_after: int) -> tuple[list, list, int]:

@@ -1,15 +1,30 @@
-"""Starting `dh serve`: the bind is checked (guard.check_bind), the socket is bound here so
-that `--port 0` names the port it got in the URL printed, and uvicorn serves the app on it
-until Ctrl-C or SIGTERM. Nothing is written anywhere, so stopping it loses nothing."""
+"""Starting `dh serve`: the socket is bound here so that `--port 0` names the port it got in
+the URL printed, and uvicorn serves the app on it until Ctrl-C or SIGTERM. Nothing is
+written but `--open`'s one-time page (a 0600 file in a 0700 folder, removed at exit), so
+stopping it loses nothing.
+
+Left open for days, it must not be taken down by what connects to it: at most
+MAX_CONNECTIONS at once (uvicorn answers 503 past that), a request's headers complete within
+HEADER_SECONDS of its connection (or of the previous response) or the connection is closed,
+an idle keep-alive connection closed after IDLE_SECONDS, and at most app.MAX_STREAMS event
+streams (the rest 503)."""
 
 from __future__ import annotations
 
+import html
+import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 from ..errors import DhError, LogDbError
-from .guard import Guard, check_bind, new_token
+from .guard import Guard, new_token
+
+MAX_CONNECTIONS = 64
+HEADER_SECONDS = 10.0
+IDLE_SECONDS = 5
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -27,17 +42,15 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def page_url(host: str, port: int, token: str | None) -> str:
+def page_url(host: str, port: int, query: str = "") -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    return f"http://{shown}:{port}/" + (f"?{query}" if query else "")
 
 
-def serve(log: Path, host: str, port: int, world: str | None, url: str | None, token: bool,
+def serve(log: Path, host: str, port: int, world: str | None, url: str | None,
           say: Callable[[str], None], open_browser: bool = False) -> None:
     from .app import Options, create_app
 
-    secret = new_token() if token else None
-    check_bind(host, secret)
     if not log.exists():
         raise LogDbError(f"there is no log at {log} yet", hint="run a harness under dh first (dh run …)")
     if world is not None:
@@ -46,19 +59,80 @@ def serve(log: Path, host: str, port: int, world: str | None, url: str | None, t
         open_world(world, url).close()  # an unknown world or a bad URL: one Error: line now
     sock = bound_socket(host, port)
     port = sock.getsockname()[1]
-    app = create_app(Options(log, Guard(host, port, secret), world, url))
-    address = page_url(host, port, secret)
-    say(f"dh serve: {address}" + ("  (the token is printed this once)" if secret else ""))
-    if open_browser:
-        import webbrowser
+    guard = Guard(host, port, new_token())
+    app = create_app(Options(log, guard, world, url))
+    say(f"dh serve: {page_url(host, port, 'token=' + guard.token)}  (the token is printed this once)")
+    folder = _open_in_browser(page_url(host, port, "code=" + guard.one_time_code())) if open_browser else None
+    try:
+        run(app, sock)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
-        webbrowser.open(address)
-    _run(app, sock)
+
+def _open_in_browser(address: str) -> Path:
+    """The browser opens a 0600 file that sends it on to `address` (a one-time code), so
+    the code is never on a command line; the file's folder, for removal at exit."""
+    import webbrowser
+
+    folder = Path(tempfile.mkdtemp(prefix="dh-serve-"))  # 0700
+    page = folder / "open.html"
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f'<!DOCTYPE html><meta http-equiv="refresh" content="0;url={html.escape(address)}">\n')
+    webbrowser.open(page.as_uri())
+    return folder
 
 
-def _run(app, sock: socket.socket) -> None:
+def config(app, header_seconds: float = HEADER_SECONDS):
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
-                            date_header=False, lifespan="off", timeout_graceful_shutdown=1)
-    uvicorn.Server(config).run(sockets=[sock])
+    return uvicorn.Config(app, log_level="error", access_log=False, server_header=False,
+                          date_header=False, lifespan="off", timeout_graceful_shutdown=1,
+                          limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=IDLE_SECONDS,
+                          http=_header_timed(header_seconds))
+
+
+def run(app, sock: socket.socket) -> None:
+    import uvicorn
+
+    uvicorn.Server(config(app)).run(sockets=[sock])
+
+
+def _header_timed(seconds: float):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers: uvicorn has
+    none, so a client sending a byte now and then held its connection for ever."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimed(H11Protocol):
+        deadline = None
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            self._arm()
+
+        def handle_events(self):
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete and self.deadline is not None:
+                self.deadline.cancel()  # the headers are in
+                self.deadline = None
+
+        def connection_lost(self, exc):
+            if self.deadline is not None:
+                self.deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self):
+            if self.deadline is not None:
+                self.deadline.cancel()
+            self.deadline = self.loop.call_later(seconds, self._too_slow)
+
+        def _too_slow(self):
+            if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+                self.transport.close()
+
+    return HeaderTimed

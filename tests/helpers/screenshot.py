@@ -30,6 +30,7 @@ def screenshots(folder: Path, tmp: Path) -> list[Path]:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             for name, (path, width, scheme) in SHOTS.items():
                 page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+                page.goto(served.url)  # logged in: the token becomes a cookie
                 page.goto(served.base + path.format(**ids))
                 page.wait_for_selector("body[data-live=open]")
                 page.screenshot(path=str(folder / name))

@@ -82,9 +82,11 @@ class Served:
         line = _first_line(self.proc, 60)
         found = re.search(r"http://\S+", line)
         assert found, f"dh serve printed {line!r}; stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
-        self.url = found.group(0)
+        self.url = found.group(0)  # with ?token=: a browser that opens it gets the cookie
         self.base = self.url.split("?")[0].rstrip("/")
         self.port = int(self.base.rsplit(":", 1)[1])
+        self.token = self.url.split("token=")[1]
+        self.headers = {"Authorization": f"Bearer {self.token}"}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -102,6 +104,24 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
     reader.start()
     reader.join(timeout)
     return got[0] if got else ""
+
+
+def in_process(dh_home: Path, world: str | None = None, url: str | None = None, **options):
+    """The app of `dh serve` over dh_home's log in this process, behind its guard (as
+    127.0.0.1:8765 with TOKEN): a Starlette TestClient that carries the token."""
+    from starlette.testclient import TestClient
+
+    from dh_cli.serve.app import Options, create_app
+    from dh_cli.serve.guard import Guard
+
+    guard = Guard("127.0.0.1", 8765, TOKEN)
+    app = create_app(Options(dh_home / "dh.db", guard, world, url, **options))
+    client = TestClient(app, base_url="http://127.0.0.1:8765", headers={"Authorization": f"Bearer {TOKEN}"})
+    client.guard = guard
+    return client
+
+
+TOKEN = "t0ken-of-the-tests-" + "z" * 12
 
 
 def serve_fixed_log(tmp_path_factory):
