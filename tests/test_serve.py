@@ -290,3 +290,26 @@ def test_a_connection_whose_headers_are_slow_is_closed(served):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_the_documents_column_is_fetched_apart(tmp_path):
+    """It reads every record of the session: the page is drawn without it and fetches it."""
+    import subprocess
+    import sys
+
+    from .helpers.serve import ROOT
+    from .fakes.many_sessions import FIXTURES
+
+    dh_home = tmp_path / "dh-home"
+    subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home",
+                    str(FIXTURES / "claude-code" / "todowrite" / "claude-config")],
+                   env={**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}, check=True,
+                   stdout=subprocess.DEVNULL)
+    world = LocalWorld(dh_home / "dh.db", read_only=True)
+    (session,) = world.sessions()
+    world.close()
+    with in_process(dh_home) as client:
+        page = client.get(f"/s/{session.id}").text
+        assert 'id="documents"' not in page and f'data-src="/s/{session.id}/documents"' in page
+        column = client.get(f"/s/{session.id}/documents").text
+        assert column.startswith('<aside class="docs" id="documents">') and 'data-kind="todos"' in column

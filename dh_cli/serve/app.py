@@ -47,6 +47,7 @@ def create_app(options: Options) -> GuardMiddleware:
         Route("/s/{ref}", _handler(options, _session)),
         Route("/s/{ref}/trace", _handler(options, _trace)),
         Route("/s/{ref}/events", _handler(options, _session_events)),
+        Route("/s/{ref}/documents", _handler(options, _documents)),
         Route("/team", _handler(options, _team)),
         Route("/static/trace.css", _trace_css),
         Mount("/static", StaticFiles(packages=[(__package__, "static")]), name="static"),
@@ -167,7 +168,7 @@ async def _session(options: Options, request: Request) -> Response:
     data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
     sid = data["session"]["id"]
     stream = f"/s/{quote(sid, safe='')}/events?after={data['cursor']}"
-    return HTMLResponse(pages.session_page(data, stream))
+    return HTMLResponse(pages.session_page(data, stream, f"/s/{quote(sid, safe='')}/documents"))
 
 
 async def _trace(options: Options, request: Request) -> Response:
@@ -175,6 +176,12 @@ async def _trace(options: Options, request: Request) -> Response:
     ref, page = request.path_params["ref"], _page_number(request)
     data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
     return HTMLResponse(data["trace"])
+
+
+async def _documents(options: Options, request: Request) -> Response:
+    """The documents column alone (the session page fetches it once drawn)."""
+    ref = request.path_params["ref"]
+    return HTMLResponse(await _with_log(options, lambda w: reads.documents(w, ref)))
 
 
 def _page_link(world, ref: str):

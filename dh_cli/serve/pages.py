@@ -97,11 +97,12 @@ def _any_filter(filters) -> bool:
 
 
 # one session ------------------------------------------------------------------------------------
-def session_page(data: dict, live: str) -> str:
-    """The trace is the renderer's HTML (escaped and masked there), marked as such."""
+def session_page(data: dict, live: str, documents: str = "") -> str:
+    """The trace is the renderer's HTML (escaped and masked there), marked as such;
+    `documents` the address of its documents column, fetched by the page."""
     return render("session.html", title=f"session {data['session']['id']}", page_name="session",
                   trace=Markup(data["trace"]), attempts=data["attempts"], snapshots=data["snapshots"],
-                  live=live)
+                  live=live, documents=documents)
 
 
 # the team ----------------------------------------------------------------------------------------

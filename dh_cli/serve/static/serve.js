@@ -80,6 +80,15 @@
     }, 300);
   }
 
+  // the documents column reads every record: fetched once the page is drawn
+  function documentsLater() {
+    var slot = document.getElementById("documents-slot");
+    if (!slot) return;
+    fetch(slot.getAttribute("data-src"), {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { if (html) slot.innerHTML = html; });
+  }
+
   // the list ---------------------------------------------------------------------------------
   function rowsSoon() {
     if (pendingRows) return;
@@ -127,5 +136,6 @@
       if (paused) close(); else open();
     });
   }
+  documentsLater();
   open();
 }());
