@@ -313,3 +313,28 @@ def test_the_documents_column_is_fetched_apart(tmp_path):
         assert 'id="documents"' not in page and f'data-src="/s/{session.id}/documents"' in page
         column = client.get(f"/s/{session.id}/documents").text
         assert column.startswith('<aside class="docs" id="documents">') and 'data-kind="todos"' in column
+
+
+def test_a_session_is_searched_within_and_a_hit_opens_its_turn(served):
+    client, ids = served[0], served[1]
+    page = client.get(f"/s/{ids['hostile']}?q=owned").text
+    hits = re.findall(r'<li><a href="/s/[^"?]+\?turn=(\d+)#turn-\d+">turn \d+</a>', page)
+    assert hits == ["1"] and "&lt;script&gt;document.title" in page.split('id="hits"')[1]
+    assert 'id="hits"' not in client.get(f"/s/{ids['hostile']}").text
+    assert "0 record(s)" in client.get(f"/s/{ids['crashed']}?q=owned").text  # another session's words
+    opened = client.get(f"/s/{ids['crashed']}?turn=1").text
+    assert 'id="turn-1"' in opened
+
+
+def test_the_page_of_a_turn_is_the_one_that_draws_it():
+    from dh_cli.logviews.trace import Span
+    from dh_cli.serve.reads import TURNS_PER_PAGE, _page_with
+
+    def spans(n):
+        return (Span("turn", f"turn {i}", attrs={"turn": i}) for i in range(n))  # turn 0 first
+
+    for turn, total in ((0, 120), (TURNS_PER_PAGE - 1, 120), (TURNS_PER_PAGE, 120), (119, 120), (500, 120)):
+        page, batch = _page_with(spans(total), turn)
+        shown = [s.attrs["turn"] for s in batch[:TURNS_PER_PAGE]]
+        assert shown == list(range((page - 1) * TURNS_PER_PAGE, min(total, page * TURNS_PER_PAGE)))
+        assert turn in shown or (turn >= total and page == -(-total // TURNS_PER_PAGE))

@@ -163,18 +163,31 @@ def _page_number(request: Request) -> int:
         return 1
 
 
+def _turn_number(request: Request) -> int | None:
+    value = request.query_params.get("turn") or ""
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
 async def _session(options: Options, request: Request) -> Response:
-    ref, page = request.path_params["ref"], _page_number(request)
-    data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
-    sid = data["session"]["id"]
-    stream = f"/s/{quote(sid, safe='')}/events?after={data['cursor']}"
-    return HTMLResponse(pages.session_page(data, stream, f"/s/{quote(sid, safe='')}/documents"))
+    ref, page, turn = request.path_params["ref"], _page_number(request), _turn_number(request)
+    words = (request.query_params.get("q") or "").strip()[:500]
+
+    def read(world):
+        data = reads.session_page(world, ref, page, _page_link(world, ref), turn)
+        data["hits"] = reads.session_search(world, ref, words) if words else None
+        return data
+
+    data = await _with_log(options, read)
+    sid = quote(data["session"]["id"], safe="")
+    data["q"] = words
+    stream = f"/s/{sid}/events?after={data['cursor']}"
+    return HTMLResponse(pages.session_page(data, stream, f"/s/{sid}/documents"))
 
 
 async def _trace(options: Options, request: Request) -> Response:
     """The trace alone (the page swaps it in when the log changed)."""
-    ref, page = request.path_params["ref"], _page_number(request)
-    data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref)))
+    ref, page, turn = request.path_params["ref"], _page_number(request), _turn_number(request)
+    data = await _with_log(options, lambda w: reads.session_page(w, ref, page, _page_link(w, ref), turn))
     return HTMLResponse(data["trace"])
 
 

@@ -102,7 +102,8 @@ def session_page(data: dict, live: str, documents: str = "") -> str:
     `documents` the address of its documents column, fetched by the page."""
     return render("session.html", title=f"session {data['session']['id']}", page_name="session",
                   trace=Markup(data["trace"]), attempts=data["attempts"], snapshots=data["snapshots"],
-                  live=live, documents=documents)
+                  live=live, documents=documents, sid=data["session"]["id"], q=data.get("q") or "",
+                  hits=data.get("hits"))
 
 
 # the team ----------------------------------------------------------------------------------------

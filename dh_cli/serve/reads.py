@@ -114,7 +114,7 @@ def _with_states(world, rows: list[dict], holdings: dict) -> list[dict]:
 
 
 # one session ----------------------------------------------------------------------------------
-def session_page(world, ref: str, page: int, link) -> dict:
+def session_page(world, ref: str, page: int, link, turn: int | None = None) -> dict:
     """The trace page of one session as `dh log export --format html` draws it, masked, with
     its attempts, workspace snapshots (and their files) and the live cursor to start from.
     The documents column is left out: it reads every record (10.7 s of a 200,832-record
@@ -125,12 +125,37 @@ def session_page(world, ref: str, page: int, link) -> dict:
     session = world.find_session(ref)
     view, turns = session_trace(world, session)
     liveness.mark([view.session], world.path)
-    start = (page - 1) * TURNS_PER_PAGE
-    batch = list(islice(turns, start, start + TURNS_PER_PAGE + 1))
+    if turn is not None:
+        page, batch = _page_with(turns, turn)
+    else:
+        start = (page - 1) * TURNS_PER_PAGE
+        batch = list(islice(turns, start, start + TURNS_PER_PAGE + 1))
     more = len(batch) > TURNS_PER_PAGE
     html = body(view, page, batch[:TURNS_PER_PAGE], more, link)
     return {"session": clean(view.session), "trace": html, "cursor": cursor_now(world, session.id),
                     "attempts": clean(world.attempt_rows(session.id)), "snapshots": snapshots(world, session.id)}
+
+
+def _page_with(turns, turn: int) -> tuple[int, list]:
+    """(the page holding turn number `turn`, its turns and the next one when there is one);
+    the last page when no turn has that number. One page of turns held at a time."""
+    page, batch = 1, []
+    for span in turns:
+        batch.append(span)
+        if len(batch) > TURNS_PER_PAGE:
+            if any(s.attrs.get("turn") == turn for s in batch[:TURNS_PER_PAGE]):
+                return page, batch
+            page, batch = page + 1, batch[TURNS_PER_PAGE:]
+    return page, batch
+
+
+def session_search(world, ref: str, words: str, limit: int = SEARCH_HITS) -> list[dict]:
+    """The session's records holding every word, in turn order: {"turn", "kind", "at",
+    "snippet"}, masked."""
+    session = world.find_session(ref)
+    hits = world.search(words, session.harness, None, limit, session.id)
+    rows = [{"turn": h.turn, "kind": h.kind, "at": h.at, "snippet": h.snippet} for h in hits]
+    return clean(sorted(rows, key=lambda r: (r["turn"], r["at"] or "")))
 
 
 def documents(world, ref: str) -> str:

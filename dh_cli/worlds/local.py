@@ -145,11 +145,11 @@ class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalWorkspace, LocalCon
         return self.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
     def search(self, text: str, harness: str | None = None, since: str | None = None,
-               limit: int = 50) -> list[Hit]:
+               limit: int = 50, session: str | None = None) -> list[Hit]:
         """Records whose text holds every word of `text`, best first (see search.py)."""
         from .search import search
 
-        return search(self.conn, text, harness, since, limit)
+        return search(self.conn, text, harness, since, limit, session)
 
     def list_sessions(self, harness: str | None = None) -> list[dict]:
         where, args = ("WHERE s.harness = ?", [harness]) if harness else ("", [])

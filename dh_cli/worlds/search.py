@@ -79,20 +79,21 @@ _HITS = f"""
     FROM record_text t JOIN records r ON r.id = t.rowid
          JOIN sessions s ON s.id = r.session_id JOIN sources o ON o.id = r.source_id
     WHERE record_text MATCH :query AND (:harness IS NULL OR s.harness = :harness)
-      AND (:since IS NULL OR r.at >= :since)
+      AND (:since IS NULL OR r.at >= :since) AND (:session IS NULL OR r.session_id = :session)
     ORDER BY rank LIMIT :limit"""
 
 
 def search(conn: sqlite3.Connection, text: str, harness: str | None = None,
-           since: str | None = None, limit: int = 50) -> list[Hit]:
-    """Records whose text holds every word of `text`, best matches first (FTS5's bm25)."""
+           since: str | None = None, limit: int = 50, session: str | None = None) -> list[Hit]:
+    """Records whose text holds every word of `text`, best matches first (FTS5's bm25);
+    of one session's records alone when `session` is given."""
     from ..errors import UsageError
 
     query = fts_query(text)
     if not query:
         raise UsageError(f"nothing to search for in {text!r}", hint="give one or more words")
     rows = conn.execute(_HITS, {"query": query, "harness": harness, "since": since,
-                                "limit": limit}).fetchall()
+                                "limit": limit, "session": session}).fetchall()
     words = _words(text)
     return [_hit(row, words) for row in rows]
 
