@@ -203,3 +203,35 @@ def test_the_readme_pictures_are_made_by_their_command(tmp_path):
         data = (tmp_path / "docs" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">I", data[16:20])[0] == width
         assert (ROOT / "docs" / name).exists()  # the README's copy
+
+
+def test_the_trace_goes_on_as_the_reader_scrolls(tmp_path, page):
+    """A session of more turns than a page holds: scrolling to the end appends the next
+    page's turns, without a reload."""
+    import os
+    import subprocess
+    import sys
+
+    from .fakes.transcripts import write_claude_transcript
+    from dh_cli.serve.reads import TURNS_PER_PAGE
+
+    from .helpers.serve import ROOT
+
+    native = tmp_path / "claude" / "projects" / "-p" / "7d0c2a9e-1b7d-4c3e-9a61-2d8f0e4b7c15.jsonl"
+    write_claude_transcript(native, 2_500_000)
+    env = {**os.environ, "DH_HOME": str(tmp_path / "dh-home"), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home", str(tmp_path / "claude")],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    server = Served(env)
+    try:
+        page.goto(f"{server.base}/s/{native.stem}?token={server.token}")
+        turns = page.locator("#trace > section.turn")
+        assert turns.count() == TURNS_PER_PAGE
+        page.evaluate("window.sameDocument = true")
+        page.locator(".trace-page nav.pages").last.scroll_into_view_if_needed()
+        expect(turns).to_have_count(2 * TURNS_PER_PAGE, timeout=WAIT_MS)
+        assert page.evaluate("window.sameDocument") is True
+        numbers = turns.evaluate_all("s => s.map(t => t.id)")
+        assert len(set(numbers)) == len(numbers)  # each turn once
+    finally:
+        server.stop()

@@ -89,6 +89,43 @@
       .then(function (html) { if (html) slot.innerHTML = html; });
   }
 
+  // the trace goes on as the reader scrolls: the next page's turns appended below ----------
+  function scrollOn() {
+    if (page !== "session" || !window.IntersectionObserver) return;
+    var loading = false;
+    var watcher = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) { if (e.isIntersecting) more(e.target); });
+    }, {rootMargin: "800px"});
+    function watch() {
+      var navs = document.querySelectorAll(".trace-page nav.pages");
+      var last = navs[navs.length - 1];
+      if (last && last.querySelector("a[rel=next]")) watcher.observe(last);
+    }
+    function more(nav) {
+      var next = nav.querySelector("a[rel=next]");
+      if (loading || !next) return;
+      loading = true;
+      watcher.unobserve(nav);
+      var url = new URL(next.href);
+      url.pathname += "/trace";
+      fetch(url.toString(), {credentials: "same-origin"})
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          loading = false;
+          if (!html) return;
+          var fetched = new DOMParser().parseFromString(html, "text/html");
+          var trace = document.getElementById("trace");
+          fetched.querySelectorAll("#trace > section.turn").forEach(function (s) {
+            trace.appendChild(document.adoptNode(s));
+          });
+          var navs = fetched.querySelectorAll("nav.pages");
+          if (navs.length) nav.replaceWith(document.adoptNode(navs[navs.length - 1]));
+          watch();
+        });
+    }
+    watch();
+  }
+
   // the list ---------------------------------------------------------------------------------
   function rowsSoon() {
     if (pendingRows) return;
@@ -137,5 +174,6 @@
     });
   }
   documentsLater();
+  scrollOn();
   open();
 }());
