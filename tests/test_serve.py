@@ -338,3 +338,27 @@ def test_the_page_of_a_turn_is_the_one_that_draws_it():
         shown = [s.attrs["turn"] for s in batch[:TURNS_PER_PAGE]]
         assert shown == list(range((page - 1) * TURNS_PER_PAGE, min(total, page * TURNS_PER_PAGE)))
         assert turn in shown or (turn >= total and page == -(-total // TURNS_PER_PAGE))
+
+
+def test_the_cost_page_sums_what_dh_log_cost_sums_and_filters_by_day(served):
+    import subprocess
+    import sys
+
+    from dh_cli.logviews.render import money
+
+    from .helpers.serve import ROOT
+
+    client, dh_home = served[0], served[2]
+    cli = json.loads(subprocess.run([sys.executable, "-m", "dh_cli", "log", "cost", "--json", "--by", "day"],
+                                    env={**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)},
+                                    capture_output=True, text=True, check=True).stdout)
+    page = client.get("/cost").text
+    assert cli["totals"]["calls"] > 0
+    assert re.search(r'id="total-calls">(\d+)<', page).group(1) == str(cli["totals"]["calls"])
+    assert re.search(r'id="total-usd">([^<]+)<', page).group(1) == money(cli["totals"]["usd"])
+    days = [r["day"] for r in cli["rows"]]
+    assert re.findall(r'<rect class="bar"[^>]* data-day="([^"]+)"', page) == days
+    one = client.get(f"/cost?since={days[-1]}&until={days[-1]}").text
+    assert re.search(r'id="total-calls">(\d+)<', one).group(1) == str(cli["rows"][-1]["calls"])
+    assert client.get("/cost?since=tomorrowish").status_code == 400
+    assert '<a href="/cost"' in client.get("/").text

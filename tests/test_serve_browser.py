@@ -40,7 +40,7 @@ def test_the_list_reads_at_1400_and_400_px(served, page):
     page.goto(server.url)  # the printed URL: its token becomes the page's cookie
     for width in (1400, 400):
         page.set_viewport_size({"width": width, "height": 900})
-        for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team"):
+        for path in ("/", f"/s/{ids['crashed']}", f"/s/{ids['hostile']}", "/team", "/cost"):
             page.goto(server.base + path)
             assert no_sideways_scroll(page), f"{path} scrolls sideways at {width} px"
         page.goto(server.base + "/")
@@ -235,3 +235,25 @@ def test_the_trace_goes_on_as_the_reader_scrolls(tmp_path, page):
         assert len(set(numbers)) == len(numbers)  # each turn once
     finally:
         server.stop()
+
+
+def test_the_cost_page_shows_the_totals_of_dh_log_cost(served, page):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from dh_cli.logviews.render import money
+
+    from .helpers.serve import ROOT
+
+    server, _, dh_home = served
+    cli = json.loads(subprocess.run([sys.executable, "-m", "dh_cli", "log", "cost", "--json"],
+                                    env={**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)},
+                                    capture_output=True, text=True, check=True).stdout)
+    page.goto(server.url)
+    page.click("header.top nav a[href='/cost']")
+    page.wait_for_url(re.compile(r"/cost$"))
+    assert page.locator("#total-usd").inner_text() == money(cli["totals"]["usd"])
+    assert page.locator("#total-calls").inner_text() == str(cli["totals"]["calls"])
+    assert page.locator("svg#cost-chart rect.bar").count() == len(cli["rows"])

@@ -49,6 +49,7 @@ def create_app(options: Options) -> GuardMiddleware:
         Route("/s/{ref}/events", _handler(options, _session_events)),
         Route("/s/{ref}/documents", _handler(options, _documents)),
         Route("/team", _handler(options, _team)),
+        Route("/cost", _handler(options, _cost)),
         Route("/static/trace.css", _trace_css),
         Mount("/static", StaticFiles(packages=[(__package__, "static")]), name="static"),
     ]
@@ -208,6 +209,16 @@ async def _session_events(options: Options, request: Request) -> Response:
     cursor = (reads.parse_cursor(request.headers.get("last-event-id"))
               or reads.parse_cursor(request.query_params.get("after")) or (0, 0))
     return _stream(options, live.session_news(options.log, sid, cursor, options.stream_seconds))
+
+
+# the cost ------------------------------------------------------------------------------------------
+async def _cost(options: Options, request: Request) -> Response:
+    from .cost import cost_page, day_of
+
+    since = day_of(request.query_params.get("since"), "from")
+    until = day_of(request.query_params.get("until"), "to")
+    report = await _with_log(options, lambda w: cost_page(w, since, until))
+    return HTMLResponse(pages.cost_page(report))
 
 
 # the team ------------------------------------------------------------------------------------------

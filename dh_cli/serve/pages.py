@@ -106,6 +106,10 @@ def session_page(data: dict, live: str, documents: str = "") -> str:
                   hits=data.get("hits"))
 
 
+def cost_page(report: dict) -> str:
+    return render("cost.html", title="Cost", page_name="cost", report=report)
+
+
 # the team ----------------------------------------------------------------------------------------
 def team_page(team: dict | None) -> str:
     return render("team.html", title="Team", page_name="team", team=team)
