@@ -28,7 +28,7 @@ MAX_STREAMS = 32  # a tab holds one; 400 took every descriptor of a 1,024 limit
 class Options:
     log: Path
     guard: Guard
-    world: str | None = None  # "postgres": the team's world beside the log
+    world: str | None = None  # a team world (postgres, redis) beside the log
     url: str | None = None
     stream_seconds: float = 300.0  # a stream's lifetime (the browser reconnects from its cursor)
     max_streams: int = MAX_STREAMS
@@ -237,7 +237,7 @@ async def _team(options: Options, request: Request) -> Response:
             if local is not None:
                 local.close()
 
-    return HTMLResponse(pages.team_page(await run_in_threadpool(read)))
+    return HTMLResponse(pages.team_page(await run_in_threadpool(read), options.world))
 
 
 # files of this package ------------------------------------------------------------------------------

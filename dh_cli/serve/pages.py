@@ -111,5 +111,5 @@ def cost_page(report: dict) -> str:
 
 
 # the team ----------------------------------------------------------------------------------------
-def team_page(team: dict | None) -> str:
-    return render("team.html", title="Team", page_name="team", team=team)
+def team_page(team: dict | None, world: str | None = None) -> str:
+    return render("team.html", title="Team", page_name="team", team=team, world=world)
