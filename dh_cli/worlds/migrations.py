@@ -45,6 +45,7 @@ MIGRATIONS: list = [
     migrations_worlds.m048_forks,
     migrations_worlds.m049_turn_starts,
     migrations_worlds.m050_digests_dropped_per_insert,
+    migrations_worlds.m051_model_calls_read_no_bytes,
 ]
 SET_NAME = "dh"
 

@@ -104,3 +104,18 @@ def m050_digests_dropped_per_insert(db: Database) -> None:
     # one way records go in) instead of by a trigger on each row: the trigger's DELETE per row
     # was 0.5-0.9 s of the 2.1-2.5 s a 30 MB transcript's 22,440 rows took to insert.
     db.execute("DROP TRIGGER records_insert_drops_digest")
+
+
+def m051_model_calls_read_no_bytes(db: Database) -> None:
+    # model_calls of m043 whose inner query names the columns it uses: `SELECT r.*` carried
+    # every record's raw bytes into the window's sorter, 16.3 s for the 200,832 records of
+    # one session (3 reads of it for one trace page); its columns alone, 4.8 s.
+    db.execute("DROP VIEW model_calls")
+    db.execute(MODEL_CALLS_M051)
+
+
+MODEL_CALLS_M051 = MODEL_CALLS_M043.replace(
+    "FROM (SELECT r.*, o.kind AS source_kind,",
+    'FROM (SELECT r.id, r.session_id, r.source_id, r.generation, r."offset", r.at, r.model,'
+    " r.msg_id, r.tokens_in, r.tokens_cache_read, r.tokens_cache_write, r.tokens_cache_write_1h,"
+    " r.tokens_out, r.tokens_reasoning, r.price_usd, o.kind AS source_kind,", 1)
