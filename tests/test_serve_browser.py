@@ -257,3 +257,37 @@ def test_the_cost_page_shows_the_totals_of_dh_log_cost(served, page):
     assert page.locator("#total-usd").inner_text() == money(cli["totals"]["usd"])
     assert page.locator("#total-calls").inner_text() == str(cli["totals"]["calls"])
     assert page.locator("svg#cost-chart rect.bar").count() == len(cli["rows"])
+
+
+# the page's calls of the Notification API, recorded (headless Chromium shows none itself)
+RECORD_NOTIFICATIONS = """window.__shown = [];
+window.Notification = class { constructor(title, options) { window.__shown.push(title); }
+  static get permission() { return window.__allowed ? "granted" : "default"; }
+  static requestPermission() { window.__allowed = true; return Promise.resolve("granted"); } };"""
+
+
+def test_a_crash_is_notified_once_allowed(tmp_path, page):
+    import os
+    import sqlite3
+
+    from .helpers.serve import fixed_log
+
+    dh_home = tmp_path / "dh-home"
+    ids = fixed_log(dh_home, tmp_path)
+    server = Served({**os.environ, "DH_HOME": str(dh_home)})
+    try:
+        page.add_init_script(RECORD_NOTIFICATIONS)
+        page.goto(server.url)
+        page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+        page.click("#notify-toggle")
+        expect(page.locator("#notify-toggle")).to_have_attribute("aria-pressed", "true")
+        log = sqlite3.connect(dh_home / "dh.db")
+        log.execute("UPDATE sessions SET state = 'crashed', updated_at = '2999-01-01T00:00:00Z' WHERE id = ?",
+                    [ids["hostile"]])
+        log.commit()
+        log.close()
+        expect(page.locator(f'#rows tr[data-id="{ids["hostile"]}"]')).to_have_attribute(
+            "data-state", "crashed", timeout=WAIT_MS)
+        assert page.evaluate("window.__shown") == [f"dh: session {ids['hostile']} crashed"]
+    finally:
+        server.stop()

@@ -126,6 +126,54 @@
     watch();
   }
 
+  // opt-in notifications (the Notification API; nothing leaves this machine) --------------
+  var NOTICES = [["crashed", "crashed"], ["waiting", "is waiting on a limit"], ["finished", "finished"],
+                 ["on ", "was taken over"]];
+  var notifyButton = document.getElementById("notify-toggle");
+
+  function notifying() {
+    return !!window.Notification && Notification.permission === "granted" &&
+      localStorage.getItem("dh-notify") === "on";
+  }
+
+  function showNotify() {
+    if (!notifyButton || !window.Notification) return;
+    notifyButton.hidden = false;
+    notifyButton.textContent = notifying() ? "notifying" : "notify me";
+    notifyButton.setAttribute("aria-pressed", notifying() ? "true" : "false");
+  }
+
+  if (notifyButton) {
+    notifyButton.addEventListener("click", function () {
+      if (notifying()) { localStorage.setItem("dh-notify", "off"); showNotify(); return; }
+      Notification.requestPermission().then(function (answer) {
+        localStorage.setItem("dh-notify", answer === "granted" ? "on" : "off");
+        showNotify();
+      });
+    });
+  }
+
+  function states() {
+    var found = {};
+    rows().forEach(function (r) { found[r.getAttribute("data-id")] = r.getAttribute("data-state") || ""; });
+    return found;
+  }
+
+  function announce(before) {
+    if (!notifying()) return;
+    rows().forEach(function (r) {
+      var id = r.getAttribute("data-id"), now = r.getAttribute("data-state") || "";
+      if (!(id in before) || before[id] === now) return;
+      for (var i = 0; i < NOTICES.length; i++) {
+        if (now.indexOf(NOTICES[i][0]) !== 0) continue;
+        var title = r.querySelector(".title");
+        new Notification("dh: session " + id + " " + NOTICES[i][1],
+                         {body: title ? title.textContent : "", tag: id + " " + now});
+        return;
+      }
+    });
+  }
+
   // the list ---------------------------------------------------------------------------------
   function rowsSoon() {
     if (pendingRows) return;
@@ -135,7 +183,9 @@
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (data) {
           if (!data) return;
+          var before = states();
           document.getElementById("rows").innerHTML = data.rows;
+          announce(before);
           var count = document.getElementById("count");
           if (count) count.textContent = count.textContent.replace(/^[\d,]+/, data.total.toLocaleString("en"));
         });
@@ -173,6 +223,7 @@
       if (paused) close(); else open();
     });
   }
+  showNotify();
   documentsLater();
   scrollOn();
   open();
