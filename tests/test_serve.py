@@ -362,3 +362,42 @@ def test_the_cost_page_sums_what_dh_log_cost_sums_and_filters_by_day(served):
     assert re.search(r'id="total-calls">(\d+)<', one).group(1) == str(cli["rows"][-1]["calls"])
     assert client.get("/cost?since=tomorrowish").status_code == 400
     assert '<a href="/cost"' in client.get("/").text
+
+
+def test_a_waiting_session_shows_its_limit_in_the_list_and_its_page(tmp_path):
+    """Its limit, its harness, when it goes on (for the page's countdown) and how many
+    relaunches so far, as the log's limit event and the session's row say."""
+    import fcntl
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from .helpers.serve import CLAUDE_BASIC, ROOT
+
+    dh_home = tmp_path / "dh-home"
+    subprocess.run([sys.executable, "-m", "dh_cli", "import", "claude", "--all", "--home", str(CLAUDE_BASIC)],
+                   env={**os.environ, "DH_HOME": str(dh_home), "PYTHONPATH": str(ROOT)}, check=True,
+                   stdout=subprocess.DEVNULL)
+    world = LocalWorld(dh_home / "dh.db")
+    (session,) = world.sessions()
+    reset = time.time() + 3600
+    world.add_event(session.id, "limit", {"which": "five_hour", "label": "5-hour", "reset_at": reset,
+                                          "where": "record", "text": "limit reached"}, 3, "info")
+    world.conn.execute("UPDATE sessions SET state = 'waiting', attempts = 3, host = ? WHERE id = ?",
+                       [socket.gethostname(), session.id])
+    world.conn.commit()
+    world.close()
+    (dh_home / "locks").mkdir(exist_ok=True)
+    lock = os.open(dh_home / "locks" / f"{session.id}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # as the supervising dh holds it
+    try:
+        with in_process(dh_home) as client:
+            for page in (client.get("/").text, client.get(f"/s/{session.id}").text):
+                block = re.search(r'<div class="sub limit" data-reset="(\d+)">(.*?)</div>', page, re.S)
+                assert block, re.findall(r'<td class="state">.*?</td>', page, re.S) or page[:3000]
+                assert block and int(block.group(1)) == int(reset * 1000)
+                assert "waiting on the 5-hour limit of claude-code" in block.group(2)
+                assert "relaunched 2 time(s)" in block.group(2) and '<span class="countdown">' in block.group(2)
+    finally:
+        os.close(lock)

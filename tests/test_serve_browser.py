@@ -291,3 +291,44 @@ def test_a_crash_is_notified_once_allowed(tmp_path, page):
         assert page.evaluate("window.__shown") == [f"dh: session {ids['hostile']} crashed"]
     finally:
         server.stop()
+
+
+def test_a_waiting_sessions_countdown_reaches_its_reset_and_the_page_turns_to_running(tmp_path, page):
+    import fcntl
+    import os
+    import socket
+    import sqlite3
+    import time
+
+    from .helpers.serve import fixed_log
+
+    dh_home = tmp_path / "dh-home"
+    sid = fixed_log(dh_home, tmp_path)["hostile"]
+    log = sqlite3.connect(dh_home / "dh.db")
+    log.execute("INSERT INTO events (session_id, seq, at, type, details, attempt, phase) VALUES"
+                " (?, 99, '2026-12-06T00:00:00Z', 'limit', ?, 2, 'info')",
+                [sid, '{"which": "five_hour", "label": "5-hour", "reset_at": %f}' % (time.time() + 8)])
+    log.execute("UPDATE sessions SET state = 'waiting', attempts = 2, host = ? WHERE id = ?",
+                [socket.gethostname(), sid])
+    log.commit()
+    (dh_home / "locks").mkdir(exist_ok=True)
+    lock = os.open(dh_home / "locks" / f"{sid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # as the supervising dh holds it
+    server = Served({**os.environ, "DH_HOME": str(dh_home)})
+    try:
+        page.goto(server.url)
+        page.wait_for_selector("body[data-live=open]", timeout=WAIT_MS)
+        page.evaluate("window.sameDocument = true")
+        row = page.locator(f'#rows tr[data-id="{sid}"]')
+        assert row.get_attribute("data-state") == "waiting"
+        assert row.locator(".countdown").inner_text().startswith("in 0h 00m 0")
+        expect(row.locator(".countdown")).to_have_text("now", timeout=WAIT_MS)
+        log.execute("UPDATE sessions SET state = 'running', updated_at = '2999-01-01T00:00:00Z' WHERE id = ?", [sid])
+        log.commit()  # the supervisor relaunched it at the reset
+        expect(page.locator(f'#rows tr[data-id="{sid}"]')).to_have_attribute("data-state", "running here",
+                                                                            timeout=WAIT_MS)
+        assert page.evaluate("window.sameDocument") is True
+    finally:
+        server.stop()
+        log.close()
+        os.close(lock)

@@ -39,6 +39,13 @@ def _seconds(value) -> str:
     return f"{value:.0f} s" if isinstance(value, (int, float)) else "-"
 
 
+def _local_time(ms) -> str:
+    """Epoch ms as this machine's local date and time (the page's script shows the browser's)."""
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def _dash(value):
     """A value, or "-" where there is none (None, or a key the row lacks)."""
     return "-" if value is None or isinstance(value, Undefined) else value
@@ -53,7 +60,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader(__package__, "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True,
                       finalize=lambda value: "" if value is None else value)
-    env.filters.update(money=_defined(money), relative=_defined(relative), badge=_badge, ending=_ending, seconds=_seconds, dash=_dash,
+    env.filters.update(money=_defined(money), relative=_defined(relative), badge=_badge, ending=_ending, seconds=_seconds, dash=_dash, local_time=_local_time,
                        q=lambda value: quote(str(value), safe=""),
                        token_total=lambda t: sum(t.get(k, 0) or 0 for k in TOKEN_KINDS))
     return env
@@ -103,6 +110,7 @@ def session_page(data: dict, live: str, documents: str = "") -> str:
     return render("session.html", title=f"session {data['session']['id']}", page_name="session",
                   trace=Markup(data["trace"]), attempts=data["attempts"], snapshots=data["snapshots"],
                   live=live, documents=documents, sid=data["session"]["id"], q=data.get("q") or "",
+                  limit=data.get("limit"),
                   hits=data.get("hits"))
 
 

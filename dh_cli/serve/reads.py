@@ -58,7 +58,10 @@ def shown_state(row: dict, here: str) -> str:
     state = row.get("state") or "-"
     if state in liveness.LIVE_STATES:
         host = row.get("host")
-        return f"on {host}" if host and host != here else "running here"
+        elsewhere = host and host != here
+        if state == "waiting":  # on a limit: the page says which, and counts down to its reset
+            return f"waiting on {host}" if elsewhere else "waiting"
+        return f"on {host}" if elsewhere else "running here"
     return state
 
 
@@ -80,10 +83,27 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
     shown = describe(world, rows[(page - 1) * PAGE:page * PAGE])
     kept = world.resumes_kept([r["id"] for r in shown]) if shown else {}
     for row in shown:  # describe() counted its turns (sessionlist.turn_counts)
+        row["limit"] = waiting_on(world, row["id"]) if row["shown_state"].startswith("waiting") else None
         row["snippet"] = (hits or {}).get(row["id"], "")
         row["kept"] = kept.get(row["id"], 0)
     return {"rows": clean(shown), "total": len(rows), "page": page, "pages": pages,
             "searched": hits is not None}
+
+
+def waiting_on(world, session_id: str) -> dict | None:
+    """What a waiting session waits for: its latest limit event's label and reset time (ms
+    since the epoch, None when the harness did not say), its harness and how many times dh
+    launched it again so far."""
+    from ..events import LIMIT
+
+    limits = [e for e in world.events(session_id) if e.type == LIMIT]
+    if not limits:
+        return None
+    details, session = limits[-1].details, world.get_session(session_id)
+    reset = details.get("reset_at")
+    return {"label": details.get("label") or details.get("which") or "usage",
+            "reset_ms": int(reset * 1000) if isinstance(reset, (int, float)) else None,
+            "harness": session.harness, "relaunches": max(0, (session.attempts or 1) - 1)}
 
 
 def _since(text: str):
@@ -132,7 +152,9 @@ def session_page(world, ref: str, page: int, link, turn: int | None = None) -> d
         batch = list(islice(turns, start, start + TURNS_PER_PAGE + 1))
     more = len(batch) > TURNS_PER_PAGE
     html = body(view, page, batch[:TURNS_PER_PAGE], more, link)
+    waiting = view.session.get("state") == "waiting"
     return {"session": clean(view.session), "trace": html, "cursor": cursor_now(world, session.id),
+            "limit": waiting_on(world, session.id) if waiting else None,
                     "attempts": clean(world.attempt_rows(session.id)), "snapshots": snapshots(world, session.id)}
 
 

@@ -174,6 +174,27 @@
     });
   }
 
+  // a waiting session's countdown to its limit's reset; at the reset the page is redrawn --
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function countdowns() {
+    var now = Date.now(), reached = false;
+    document.querySelectorAll("[data-reset]").forEach(function (el) {
+      var reset = parseInt(el.getAttribute("data-reset"), 10);
+      var out = el.querySelector(".countdown"), time = el.querySelector("time.reset");
+      if (!reset || !out) return;
+      if (time && !time.getAttribute("data-local")) {
+        time.textContent = new Date(reset).toLocaleString();
+        time.setAttribute("data-local", "1");
+      }
+      var left = Math.max(0, Math.round((reset - now) / 1000));
+      out.textContent = left ? "in " + Math.floor(left / 3600) + "h " + pad(Math.floor(left % 3600 / 60)) +
+        "m " + pad(left % 60) + "s" : "now";
+      if (!left && !el.getAttribute("data-reached")) { el.setAttribute("data-reached", "1"); reached = true; }
+    });
+    if (reached) { if (page === "sessions") rowsSoon(); else traceSoon(); }
+  }
+
   // the list ---------------------------------------------------------------------------------
   function rowsSoon() {
     if (pendingRows) return;
@@ -224,6 +245,8 @@
     });
   }
   showNotify();
+  countdowns();
+  setInterval(countdowns, 1000);
   documentsLater();
   scrollOn();
   open();
