@@ -215,7 +215,7 @@ def test_dh_serve_s_list_says_which_session_the_harness_lost(rig):
     main.unlink()
     served = Served(rig.env)
     try:
-        page = httpx.get(served.base + "/", timeout=30).text
+        page = httpx.get(served.base + "/", headers=served.headers, timeout=30).text
     finally:
         served.stop()
     assert "its harness lost it: dh restore " + lost["id"][:4] in page
