@@ -205,7 +205,7 @@ def test_lease_acquire_renew_expire_and_steal(team):
 
 
 def test_the_server_refuses_a_stale_holders_writes(team):
-    from dh_cli.team.fencing import is_fenced
+    from dh_cli.team.protocol import is_fenced
     from dh_cli.team.tenure import acquire
 
     world, stale = team.open(), team.open()
@@ -236,7 +236,7 @@ def test_the_server_refuses_a_stale_holders_writes(team):
 
 
 def test_a_paused_holder_is_fenced_once_its_session_is_claimed(team):
-    from dh_cli.team.fencing import is_fenced
+    from dh_cli.team.protocol import is_fenced
     from dh_cli.team.takeover import claim
     from dh_cli.team.tenure import acquire
 

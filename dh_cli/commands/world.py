@@ -121,7 +121,7 @@ def records_command(world: WorldArg,
         if mode not in ("masked", "raw"):
             raise UsageError(f"unknown records mode {mode!r}", hint="masked or raw")
         remote.set_records_mode(mode)
-    shown, now = getattr(remote, "shown", world), "masked" if remote.masks_records else "raw"
+    shown, now = remote.shown, "masked" if remote.masks_records else "raw"
     if json_:
         output.print_json({"world": shown, "records": now})
         return

@@ -6,8 +6,12 @@ opened, never before (psycopg, redis-py load only for a command that needs them)
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:  # the protocol's module loads with a world, not with every command
+    from .protocol import TeamWorld
 
 # name -> "module:class" under this package
 WORLDS = {
@@ -20,7 +24,7 @@ def names() -> list[str]:
     return list(WORLDS)
 
 
-def world_class(name: str):
+def world_class(name: str) -> type[TeamWorld]:
     if name not in WORLDS:
         raise UsageError(f"unknown world {name!r}", hint=f"the team worlds are: {', '.join(WORLDS)}")
     module, cls = WORLDS[name].split(":")
@@ -36,7 +40,8 @@ def configured_url(name: str, url: str | None = None) -> str | None:
     return getattr(load().settings, f"{name}_url", None)
 
 
-def open_world(name: str, url: str | None = None, migrate: bool = True, connect_timeout: int = 10):
+def open_world(name: str, url: str | None = None, migrate: bool = True,
+               connect_timeout: int = 10) -> TeamWorld:
     """The team world `name` at `url` (else its configured URL), connected."""
     cls = world_class(name)
     return cls(configured_url(name, url), migrate=migrate, connect_timeout=connect_timeout)

@@ -12,7 +12,7 @@ that ends in the sender's last record has it)."""
 
 from __future__ import annotations
 
-from ..worlds.base import Mark, Position
+from ..worlds.base import Mark, Position, World
 
 SPAN = 1 << 20  # how far back a record spanning the checked offset is looked for (1 MiB)
 
@@ -23,7 +23,7 @@ def _decoded(row: tuple) -> bytes:
     return decode_raw(row[3], row[4])
 
 
-def raw_at(world, source, position: Position) -> bytes | None:
+def raw_at(world: World, source, position: Position) -> bytes | None:
     generation, offset = position
     for batch in world.read_rows(source, after=(generation, offset - 1), upto=position):
         for row in batch:
@@ -31,7 +31,7 @@ def raw_at(world, source, position: Position) -> bytes | None:
     return None
 
 
-def _spanned(world, source, position: Position) -> bool:
+def _spanned(world: World, source, position: Position) -> bool:
     """Whether a record of this copy starts before `position` and runs past it."""
     generation, offset = position
     last = None
@@ -40,7 +40,7 @@ def _spanned(world, source, position: Position) -> bool:
     return last is not None and last[2] + len(_decoded(last)) > offset
 
 
-def diverged(a_world, a_source, a: Mark, b_world, b_source, b: Mark, same=None) -> bool:
+def diverged(a_world: World, a_source, a: Mark, b_world: World, b_source, b: Mark, same=None) -> bool:
     """Whether the two copies of a source (with these marks) diverged. `same` maps both
     sides' bytes before comparing (a masking world holds masked copies of raw records)."""
     if a.last is None or b.last is None:
@@ -57,14 +57,15 @@ def diverged(a_world, a_source, a: Mark, b_world, b_source, b: Mark, same=None) 
     return _spanned(lacking_world, lacking_source, check)
 
 
-def already_kept(dst, target, have: Mark, tip: Position, tip_bytes: bytes) -> bool:
+def already_kept(dst: World, target, have: Mark, tip: Position, tip_bytes: bytes) -> bool:
     """Whether the receiver holds, in some generation, the sender's last record where the
     sender has it: that copy was kept before."""
     top = have.last[0] if have.last else -1
     return any(raw_at(dst, target, (g, tip[1])) == tip_bytes for g in range(top + 1))
 
 
-def keep_both(src, dst, source, target, have: Mark, sent: Mark, masking: bool = False) -> tuple[int, int | None]:
+def keep_both(src: World, dst: World, source, target, have: Mark, sent: Mark,
+              masking: bool = False) -> tuple[int, int | None]:
     """Store the sender's latest generation whole as a new generation of the receiver's
     source: (records added, the generation it got; None when it was kept already)."""
     tip_bytes = raw_at(src, source, sent.last)

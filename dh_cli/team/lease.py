@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 
 from ..errors import SessionLocked, WorldError
-from .protocol import Holder
+from ..worlds.local import LocalWorld
+from .protocol import Holder, TeamWorld
 
 TTL_S = 15  # (issue 15's default) a holder that misses renewals this long (crash, lost network) gives the lease up
 
 
-def take(world, session_id: str, ttl_s: float, holder: Holder | None = None) -> int:
+def take(world: TeamWorld, session_id: str, ttl_s: float, holder: Holder | None = None) -> int:
     """Take the lease (free, lapsed, released, or already this process's); its epoch.
     Raises SessionLocked while another holder's lease is live."""
     epoch = world.lease_take(session_id, holder or Holder.me(), ttl_s)
@@ -25,7 +26,7 @@ def take(world, session_id: str, ttl_s: float, holder: Holder | None = None) -> 
     return epoch
 
 
-def adopt(world, session_id: str, epoch: int, ttl_s: float) -> int:
+def adopt(world: TeamWorld, session_id: str, epoch: int, ttl_s: float) -> int:
     """Take over a lease a worker of this machine claimed for this process (same epoch)."""
     if not world.lease_adopt(session_id, epoch, Holder.me(), ttl_s):
         raise SessionLocked(f"the lease of session {session_id} at epoch {epoch} is no longer "
@@ -33,7 +34,7 @@ def adopt(world, session_id: str, epoch: int, ttl_s: float) -> int:
     return epoch
 
 
-def held_elsewhere(world, session_id: str, ttl_s: float) -> SessionLocked:
+def held_elsewhere(world: TeamWorld, session_id: str, ttl_s: float) -> SessionLocked:
     found = world.leases(session_id).get(session_id)
     host, pid, left = (found.host, found.pid, found.left) if found else ("another machine", "?", ttl_s)
     return SessionLocked(f"session {session_id} is held in the world by dh on {host} "
@@ -42,7 +43,7 @@ def held_elsewhere(world, session_id: str, ttl_s: float) -> SessionLocked:
 
 
 class Lease:
-    def __init__(self, world, session_id: str, ttl_s: int = TTL_S):
+    def __init__(self, world: TeamWorld, session_id: str, ttl_s: int = TTL_S):
         self.world, self.session_id, self.ttl_s = world, session_id, ttl_s
         self.holder, self.epoch = Holder.me(), None
         self._stop = threading.Event()
@@ -105,7 +106,7 @@ class Lease:
         self.release()
 
 
-def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
+def hold_and_pull(local: LocalWorld, world_name: str, ref: str, url: str | None = None,
                   ttl_s: float | None = None, adopt_epoch: int | None = None):
     """`dh resume --world`: find the session in the world, take its lease (refused while
     another holder's is live), then pull it. (session id, records added or None, where from,
@@ -128,4 +129,4 @@ def hold_and_pull(local, world_name: str, ref: str, url: str | None = None,
         finally:
             remote.close()
         raise
-    return found.id, added, getattr(remote, "shown", remote.name), lease
+    return found.id, added, remote.shown, lease

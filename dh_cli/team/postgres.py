@@ -67,6 +67,8 @@ def _sanitize(rows: list[tuple]) -> list[tuple]:
 
 class PostgresWorld(PgLeases):
     name = "postgres"
+    url: str
+    shown: str  # the URL with its password masked
     url_variable = URL_VARIABLES[0]  # a child dh (the worker's) reads the URL from there
     resolve_url = staticmethod(resolve_url)
 

@@ -5,8 +5,8 @@ workers that saw the same orphan exactly one moves it). A mixin of PostgresWorld
 
 from __future__ import annotations
 
-from .fencing import FENCE_SETTING, LEASE_CHANNEL, fence_value
-from .protocol import TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
+from .postgres_fencing import FENCE_SETTING, fence_value
+from .protocol import LEASE_CHANNEL, TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
 
 _EXPIRED = "heartbeat_at + make_interval(secs => ttl_s) < now()"
 
@@ -72,7 +72,7 @@ class PgLeases:
                                " RETURNING 1", [session_id, epoch, pid, pid]))
 
     def lease_release(self, session_id: str, epoch: int) -> None:
-        # kept, epoch and all: an older epoch's writes stay refused (fencing.py)
+        # kept, epoch and all: an older epoch's writes stay refused (postgres_fencing.py)
         self._rows("UPDATE dh.leases SET released_at = now() WHERE session_id = %s"
                    " AND epoch = %s RETURNING 1", [session_id, epoch])
 

@@ -5,7 +5,7 @@ append the next. Also the server types of a record row, which a binary COPY need
 
 from __future__ import annotations
 
-from .fencing import M016_FENCING
+from .postgres_fencing import M016_FENCING
 
 # Named migrations, applied in order. Never edit a shipped one: append the next.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -69,7 +69,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     # Live replication and takeover (issue 15): the server refuses writes that do not carry
     # the session's current lease epoch (fencing: a stale holder cannot write, whatever its
     # code does), a refusal reason and the previous holder on the lease row, and a NOTIFY on
-    # every lease change so that workers wake without polling. See fencing.py.
+    # every lease change so that workers wake without polling. See postgres_fencing.py.
     ("m016_fencing", M016_FENCING),
     # Workspace snapshots (dh_cli/workspace/), as in the local log's m025/m026: objects are
     # keyed by their sha256 alone, so every machine and session shares one copy of a blob.

@@ -10,6 +10,7 @@ import re
 import psycopg
 
 from ..errors import ConfigError, WorldError
+from .protocol import FENCED, fenced_error
 from .urls import scrub
 
 URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
@@ -52,4 +53,6 @@ def world_error(exc: BaseException, url: str, connecting: bool = False) -> World
     if state == "42501":
         return WorldError(f"PostgreSQL at {shown} denied access: {reason}",
                           hint="the user needs CREATE on the database for dh's schema `dh`")
+    if state == FENCED:  # the fence trigger's refusal (postgres_fencing.py)
+        return fenced_error(WorldError(f"PostgreSQL error at {shown}: {reason}"))
     return WorldError(f"PostgreSQL error at {shown}: {reason}")

@@ -13,11 +13,34 @@ import socket
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..errors import WorldError
+from ..models import Source
 from ..worlds.base import World
 
 # takeovers of one session within the window past which a claim makes it FATAL for everyone
 # (a resume that kept failing was claimed again every TTL: 14 launches in 40 s)
 TAKEOVER_BUDGET, TAKEOVER_WINDOW_S = 3, 600
+
+# The refusal of a write that does not carry the session's current epoch: the code every
+# server refuses it with (PostgreSQL's SQLSTATE, the head of a Redis script's error reply),
+# and the channel each server announces lease changes on (NOTIFY, PUBLISH).
+FENCED = "DHF01"
+LEASE_CHANNEL = "dh_leases"
+
+
+def fenced_error(error: WorldError) -> WorldError:
+    """`error` marked as the server's refusal of a stale epoch (is_fenced)."""
+    error.fenced = True
+    return error
+
+
+def is_fenced(exc: BaseException | None) -> bool:
+    """Whether an error (or one it was raised from) is the server refusing a stale epoch."""
+    while exc is not None:
+        if getattr(exc, "fenced", False):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def over_budget(taken: int = TAKEOVER_BUDGET) -> str:
@@ -89,6 +112,13 @@ class TeamWorld(World, Protocol):
 
     def __init__(self, url: str | None = None, migrate: bool = True,
                  connect_timeout: int = 10) -> None: ...
+
+    # the URL to connect to: the given one, else the world's variables (url_variable first)
+    @staticmethod
+    def resolve_url(url: str | None) -> str: ...
+
+    def migrate(self) -> None: ...  # its schema or key layout, brought to this dh's version
+    def get_source(self, session_id: str, relpath: str) -> Source | None: ...
 
     # leases: each call one atomic step on the server; epochs only grow
     def lease_take(self, session_id: str, holder: Holder, ttl_s: float) -> int | None: ...

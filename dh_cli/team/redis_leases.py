@@ -12,8 +12,7 @@ import threading
 
 from ..errors import WorldError
 from ..procs import drain
-from .fencing import LEASE_CHANNEL
-from .protocol import TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
+from .protocol import LEASE_CHANNEL, TAKEOVER_BUDGET, TAKEOVER_WINDOW_S, Holder, LeaseRow, over_budget, ttl_int
 
 
 def _text(value) -> str:

@@ -2,20 +2,22 @@
 script, which Redis runs atomically, with the server's clock (TIME), so that no client can
 interleave a stale write with a takeover.
 
-Fencing, as PostgreSQL's trigger does it (fencing.py): a write names the (session, epoch) it
-carries (ARGV[1], '' for none); while the session has a lease, a write that does not carry
-its current epoch is refused with an error starting DHF01; a released lease still refuses an
-older epoch, and lets a write that carries none (a plain `dh world push`) through.
+Fencing, as PostgreSQL's trigger does it (postgres_fencing.py): a write names the (session,
+epoch) it carries (ARGV[1], '' for none); while the session has a lease, a write that does not
+carry its current epoch is refused with an error starting protocol.FENCED; a released lease
+still refuses an older epoch, and lets a write that carries none (a plain `dh world push`)
+through.
 
 Keys (all under `dh:`): sessions (hash id -> row), session_updated (hash id -> updated_at),
 sources:SID (hash relpath -> row), source_ids:SID (hash relpath -> id), source_session (hash
 id -> SID), source_seq (counter), rk:SRC (sorted set of record keys, score = position),
 rd:SRC (hash key -> record), events:SID (hash seq -> event), lease:SID (hash), leases (set of
-SIDs), takeovers:SID (sorted set of claims, score = server ms). Lease changes are published on LEASE_CHANNEL."""
+SIDs), takeovers:SID (sorted set of claims, score = server ms). Lease changes are published
+on protocol.LEASE_CHANNEL."""
 
 from __future__ import annotations
 
-from .fencing import LEASE_CHANNEL
+from .protocol import FENCED, LEASE_CHANNEL
 
 _PRELUDE = """
 local function now_ms()
@@ -25,7 +27,7 @@ end
 local function fence(sid, mine)
   local l = redis.call('HMGET', 'dh:lease:' .. sid, 'epoch', 'released')
   if l[1] and mine ~= sid .. ':' .. l[1] and (l[2] ~= '1' or mine ~= '') then
-    return redis.error_reply('DHF01 session ' .. sid .. ' is held at epoch ' .. l[1] ..
+    return redis.error_reply('%s session ' .. sid .. ' is held at epoch ' .. l[1] ..
       '; this write carries ' .. (mine == '' and 'no epoch' or mine))
   end
   return nil
@@ -33,7 +35,7 @@ end
 local function changed(sid)
   redis.call('PUBLISH', '%s', sid)
 end
-""" % LEASE_CHANNEL
+""" % (FENCED, LEASE_CHANNEL)
 
 # ARGV: fence, id, updated_at, row -> 'added' | 'updated' | false
 PUT_SESSION = _PRELUDE + """

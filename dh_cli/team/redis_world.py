@@ -29,9 +29,8 @@ from ..models import Event, Record, Session, Source
 from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
 from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
-from .fencing import fenced_error
 from .redis_leases import RedisLeases, _text
-from .protocol import only_match
+from .protocol import FENCED, fenced_error, only_match
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -71,6 +70,8 @@ def resolve_url(url: str | None) -> str:
 
 class RedisWorld(RedisLeases):
     name = "redis"
+    url: str
+    shown: str  # the URL with its password masked
     url_variable = URL_VARIABLES[0]
     resolve_url = staticmethod(resolve_url)
 
@@ -105,8 +106,8 @@ class RedisWorld(RedisLeases):
 
     def _world_error(self, exc: BaseException, connecting: bool) -> WorldError:
         reason = self._reason(exc)
-        if reason.startswith("DHF01 "):
-            return fenced_error(WorldError(f"Redis at {self.shown} refused the write: {reason[6:]}"))
+        if reason.startswith(f"{FENCED} "):
+            return fenced_error(WorldError(f"Redis at {self.shown} refused the write: {reason[len(FENCED) + 1:]}"))
         if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in reason or "WRONGPASS" in reason:
             return WorldError(f"Redis at {self.shown} refused the login: {reason}",
                               hint="check the password in the URL")

@@ -14,16 +14,18 @@ from __future__ import annotations
 from .. import events
 from ..errors import SessionLocked, SessionNotFound, WorldError
 from ..util import without_password
+from ..worlds.local import LocalWorld
+from .protocol import TeamWorld
 
 
-def session_here(local, ref: str):
+def session_here(local: LocalWorld, ref: str):
     try:
         return local.find_session(ref)
     except SessionNotFound:
         return None
 
 
-def returning_world(local, ref: str, world_name: str | None,
+def returning_world(local: LocalWorld, ref: str, world_name: str | None,
                     url: str | None) -> tuple[str | None, str | None]:
     """(world, url) a plain `dh resume` asks first: the configured world, else the one the
     session replicated to from here (its URL as remembered, unless the URL configured for
@@ -31,7 +33,7 @@ def returning_world(local, ref: str, world_name: str | None,
     from . import configured_url
 
     session = session_here(local, ref)
-    remembered = getattr(local, "remembered_world", lambda _sid: None)(session.id) if session else None
+    remembered = local.remembered_world(session.id) if session else None
     if world_name or remembered is None:
         return world_name, url
     name, kept = remembered
@@ -41,7 +43,7 @@ def returning_world(local, ref: str, world_name: str | None,
     return name, kept
 
 
-def check_not_gone_on(local, world_name: str, url: str | None, ref: str) -> None:
+def check_not_gone_on(local: LocalWorld, world_name: str, url: str | None, ref: str) -> None:
     """Refuse when the world holds records of the session this log lacks: it went on
     elsewhere. A live holder is left to the lease, which names it."""
     from . import open_world
@@ -79,7 +81,7 @@ def _ahead(there, here) -> bool:
     return any(mark.count > (have[rel].count if rel in have else 0) for rel, mark in there.sources.items())
 
 
-def _where_it_went(remote, there) -> str:
+def _where_it_went(remote: TeamWorld, there) -> str:
     takeovers = [e for e in remote.events(there.id) if e.type == events.TAKEOVER]
     host = (takeovers[-1].details.get("host") if takeovers else None) or there.host or "another machine"
     at = (takeovers[-1].at if takeovers else there.updated_at) or ""

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ..errors import WorldError
 from ..osthread import name_os_thread
-from .fencing import is_fenced
+from ..worlds.local import LocalWorld
+from .protocol import is_fenced
 
 POLL = 0.05  # seconds between looks at the local log: 50 ms of the 250 ms lag budget
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 5.0)  # seconds before each retry while the server fails
@@ -53,8 +54,6 @@ class Shipper:
 
     # the loop ---------------------------------------------------------------------------
     def _run(self) -> None:
-        from ..worlds.local import LocalWorld
-
         name_os_thread("dh-shipper")
         local = LocalWorld(self.db_path)
         state = _Link(self)
@@ -64,7 +63,7 @@ class Shipper:
             state.close()
             local.close()
 
-    def _loop(self, local, link: "_Link") -> None:
+    def _loop(self, local: LocalWorld, link: "_Link") -> None:
         seen, failures, deadline = None, 0, None
         while not self.fenced:
             version = _version(local)
@@ -84,7 +83,7 @@ class Shipper:
                 continue
             self._stop.wait(BACKOFF[min(failures, len(BACKOFF)) - 1] if failures else POLL)
 
-    def _ship_once(self, local, link: "_Link") -> bool:
+    def _ship_once(self, local: LocalWorld, link: "_Link") -> bool:
         epoch = self.epoch_of()
         if epoch is None:
             return False  # the lease is not held yet: nothing may be written
@@ -120,7 +119,7 @@ class Shipper:
         return self.behind_since is None and not self.fenced
 
 
-def _version(local) -> int:
+def _version(local: LocalWorld) -> int:
     return local.conn.execute("PRAGMA data_version").fetchone()[0]
 
 
@@ -130,8 +129,8 @@ class _Link:
     def __init__(self, shipper: Shipper):
         self.shipper, self.remote, self.marks, self.epoch = shipper, None, None, None
 
-    def ship(self, local, epoch: int) -> None:
-        from .sync import _Counter, copy_session
+    def ship(self, local: LocalWorld, epoch: int) -> None:
+        from .sync import Masks, _Counter, copy_session
 
         sid = self.shipper.session_id
         self._connect(epoch)
@@ -140,7 +139,8 @@ class _Link:
             return
         if self.marks is None:
             self.marks = self.remote.marks(sid).get(sid)
-        result = copy_session(local, self.remote, src, self.marks, _Counter(0, None))
+        result = copy_session(local, self.remote, src, self.marks, _Counter(0, None),
+                              Masks.pushing_to(self.remote))
         self.shipper.shipped += result.records
         self.marks = src
 

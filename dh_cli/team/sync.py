@@ -29,11 +29,31 @@ from ..worlds.base import Mark, SessionMarks, World
 from ..worlds.rows import RECORD_COLUMNS
 from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks, masked_events
+from .protocol import TeamWorld
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
 
 
-def moved_here(local, session_id: str) -> bool:
+@dataclass(frozen=True)
+class Masks:
+    """How a copy treats credentials (a world set to `masked`, `dh world records`): `sent`,
+    the receiver masks, so rows and files are masked before they leave; `compared`, either
+    side does, so bytes are compared masked. Between two logs: neither."""
+
+    sent: bool = False
+    compared: bool = False
+
+    @classmethod
+    def pushing_to(cls, remote: TeamWorld) -> "Masks":
+        masks = remote.masks_records
+        return cls(masks, masks)
+
+    @classmethod
+    def pulling_from(cls, remote: TeamWorld) -> "Masks":
+        return cls(False, remote.masks_records)
+
+
+def moved_here(local: World, session_id: str) -> bool:
     """Whether this log moved the session elsewhere (`dh resume --cwd`): the world may still
     hold it as it was before the move, and a pull must not bring that back."""
     try:
@@ -107,22 +127,25 @@ class _Counter:
             self.progress(self.done, self.total)
 
 
-def push(local: World, remote: World, session_ids: list[str] | None = None,
+def push(local: World, remote: TeamWorld, session_ids: list[str] | None = None,
          progress: Progress | None = None) -> SyncReport:
     """Copy to `remote` everything of the local log it lacks."""
-    return copy_sessions(local, remote, "push", getattr(remote, "shown", remote.name),
-                         session_ids, progress)
+    return copy_sessions(local, remote, "push", remote.shown, session_ids, progress,
+                         Masks.pushing_to(remote))
 
 
-def pull(remote: World, local: World, session_ids: list[str] | None = None,
+def pull(remote: TeamWorld, local: World, session_ids: list[str] | None = None,
          progress: Progress | None = None) -> SyncReport:
     """Copy into the local log everything of `remote` it lacks."""
-    return copy_sessions(remote, local, "pull", getattr(remote, "shown", remote.name),
-                         session_ids, progress)
+    return copy_sessions(remote, local, "pull", remote.shown, session_ids, progress,
+                         Masks.pulling_from(remote))
 
 
 def copy_sessions(src: World, dst: World, direction: str, where: str,
-                  session_ids: list[str] | None, progress: Progress | None) -> SyncReport:
+                  session_ids: list[str] | None, progress: Progress | None,
+                  masks: Masks = Masks()) -> SyncReport:
+    """The copy loop of push and pull, between any two worlds (`where`: the other one, as
+    the report shows it)."""
     start = time.monotonic()
     src_marks, dst_marks = _marks_of(src, session_ids), _marks_of(dst, session_ids)
     ids = list(src_marks) if session_ids is None else session_ids
@@ -132,7 +155,7 @@ def copy_sessions(src: World, dst: World, direction: str, where: str,
     counter = _Counter(sum(_lacking(src_marks[s], dst_marks.get(s)) for s in ids), progress)
     report = SyncReport(direction, where)
     for sid in ids:
-        report.sessions.append(copy_session(src, dst, src_marks[sid], dst_marks.get(sid), counter))
+        report.sessions.append(copy_session(src, dst, src_marks[sid], dst_marks.get(sid), counter, masks))
     report.seconds = time.monotonic() - start
     return report
 
@@ -153,7 +176,7 @@ def _lacking(src: SessionMarks, dst: SessionMarks | None) -> int:
 
 
 def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: SessionMarks | None,
-                 counter: _Counter) -> SessionSync:
+                 counter: _Counter, masks: Masks = Masks()) -> SessionSync:
     session = src.get_session(src_marks.session_id)
     result = SessionSync(session.id, session.harness)
     if dst_marks is None:  # sources need their session row first
@@ -164,10 +187,10 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
         result.sources += mark is None
         result.records += copy_source(src, dst, source, mark or Mark(),
                                       src_marks.sources.get(source.relpath, Mark()), counter,
-                                      result.diverged)
+                                      result.diverged, masks)
     result.events = dst.append_events(masked_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0),
-                                                    getattr(dst, "masks_records", False)))
-    result.snapshots = copy_workspace(src, dst, session.id)  # dh_cli/workspace/sync.py
+                                                    masks.sent))
+    result.snapshots = copy_workspace(src, dst, session.id, masks.sent)  # dh_cli/workspace/sync.py
     result.session = dst.put_session(session) or result.session  # its newer state, last
     return result
 
@@ -179,10 +202,10 @@ def _fresh(source: Source) -> Source:
 
 
 def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
-                counter: _Counter, diverged_out: list | None = None) -> int:
+                counter: _Counter, diverged_out: list | None = None, masks: Masks = Masks()) -> int:
     target = dst.put_source(_fresh(source))
-    masking = getattr(dst, "masks_records", False)  # a push to a world that masks credentials
-    same = mask_bytes if masking or getattr(src, "masks_records", False) else None
+    masking = masks.sent
+    same = mask_bytes if masks.compared else None
     if diverged(src, source, sent, dst, target, have, same):  # never spliced: a generation
         added, generation = keep_both(src, dst, source, target, have, sent, masking)
         counter.add(added)
@@ -282,24 +305,25 @@ def prefetched(items: Iterator, depth: int = 1) -> Iterator:
 
 
 # status -------------------------------------------------------------------------------------
-def status(local: World, remote: World) -> list[SessionStatus]:
+def status(local: World, remote: TeamWorld) -> list[SessionStatus]:
     """Every session either world has, and how the two copies compare."""
     mine, theirs = local.marks(), remote.marks()
+    same = mask_bytes if remote.masks_records else None
     out = []
     for sid in list(mine) + [s for s in theirs if s not in mine]:
         here, there = mine.get(sid), theirs.get(sid)
         state = compare(here, there)
-        if here and there and state != "diverged" and _any_diverged(local, remote, here, there):
+        if here and there and state != "diverged" and _any_diverged(local, remote, here, there, same):
             state = "diverged"
         out.append(SessionStatus(sid, (here or there).harness, state,
                                  here.records if here else None, there.records if there else None))
     return out
 
 
-def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks) -> bool:
+def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks,
+                  same) -> bool:
     """Same key, different bytes (or a record spanning it) in any source both copies have."""
     theirs = {s.relpath: s for s in remote.sources(here.session_id)}
-    same = mask_bytes if getattr(remote, "masks_records", False) else None
     for source in local.sources(here.session_id):
         other = theirs.get(source.relpath)
         if other and diverged(local, source, here.sources.get(source.relpath, Mark()),

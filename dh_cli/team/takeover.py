@@ -5,7 +5,8 @@ status`, `dh log list`).
 A claim is a compare-and-set on the server: the orphan's lease moves to the claimer only if
 its epoch is still the one the claimer saw and it is still lapsed, unreleased and unrefused, so
 of two workers that saw the same orphan exactly one gets it; the previous holder is kept
-beside it. From that step on the old holder's writes are refused by the server (fencing.py)."""
+beside it. From that step on the old holder's writes are refused by the server
+(postgres_fencing.py, redis_scripts.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from dataclasses import asdict, dataclass
 
 from .. import events
 from ..errors import SessionLocked
-from .lease import take
-from .protocol import Holder, LeaseRow
+from ..worlds.local import LocalWorld
+from .lease import Lease, take
+from .protocol import Holder, LeaseRow, TeamWorld
 
 # a turn was open when the holder went silent; a `waiting` one was cut by a provider's limit,
 # and the taker's `dh resume` waits that limit out again if it still holds
@@ -38,7 +40,7 @@ class Claim:
     restore: bool = False  # its cwd is missing here: restored from its workspace snapshot first
 
 
-def orphans(world, harnesses: list[str] | None = None, limit: int = 5,
+def orphans(world: TeamWorld, harnesses: list[str] | None = None, limit: int = 5,
             skip: Collection[str] = ()) -> list[Claim]:
     """Sessions whose holder went silent mid-turn (lapsed, not released, not refused), the
     longest silent first, each as the claim it would be. `skip`: sessions the caller leaves
@@ -58,7 +60,7 @@ def orphans(world, harnesses: list[str] | None = None, limit: int = 5,
     return out
 
 
-def _session(world, session_id: str):
+def _session(world: TeamWorld, session_id: str):
     from ..errors import SessionNotFound
 
     try:
@@ -67,7 +69,7 @@ def _session(world, session_id: str):
         return None
 
 
-def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None,
+def claim(world: TeamWorld, ttl_s: float, harnesses: list[str] | None = None, accept=None,
           skip: Collection[str] = ()) -> Claim | None:
     """One orphaned session, now this process's (None: there is none). `accept(candidate)`
     returns None to take it, the reason to refuse it (kept in the world, never claimed), or a
@@ -86,7 +88,7 @@ def claim(world, ttl_s: float, harnesses: list[str] | None = None, accept=None,
     return None
 
 
-def steal(world, session_id: str, ttl_s: float, only_held: bool = False) -> int | None:
+def steal(world: TeamWorld, session_id: str, ttl_s: float, only_held: bool = False) -> int | None:
     """End whoever holds the session's lease, live or not: the epoch moves on to this process.
     only_held: leave a released lease alone (None)."""
     epoch = world.lease_move(session_id, Holder.me(), ttl_s, only_held)
@@ -95,7 +97,7 @@ def steal(world, session_id: str, ttl_s: float, only_held: bool = False) -> int 
     return epoch
 
 
-def seconds_left(world, session_id: str) -> float | None:
+def seconds_left(world: TeamWorld, session_id: str) -> float | None:
     """How long another holder's lease lives on (None: free, lapsed, released or mine)."""
     found = world.leases(session_id).get(session_id)
     if found is None or found.released or found.held_by(Holder.me()):
@@ -103,7 +105,7 @@ def seconds_left(world, session_id: str) -> float | None:
     return found.left if found.left > 0 else None
 
 
-def wait_free(world, session_id: str, patience: float) -> bool:
+def wait_free(world: TeamWorld, session_id: str, patience: float) -> bool:
     """Wait (woken by any lease change, else at the lease's end) until nobody else holds the
     session or `patience` seconds passed; whether it is free."""
     import time
@@ -158,7 +160,7 @@ class Holding:
         return asdict(self)
 
 
-def holdings(world) -> dict[str, Holding]:
+def holdings(world: TeamWorld) -> dict[str, Holding]:
     me, leases = Holder.me(), world.leases()
     return {s.id: _holding(s.id, s.state, leases.get(s.id), me) for s in world.sessions()}
 
@@ -179,7 +181,7 @@ def _holding(sid: str, state: str, lease: LeaseRow | None, me: Holder) -> Holdin
     return Holding(sid, holder, age, lease.epoch, shown)
 
 
-def record_takeover(local, session_id: str, lease, by: str) -> None:
+def record_takeover(local: LocalWorld, session_id: str, lease: Lease, by: str) -> None:
     """The takeover in the session's own timeline (shipped with it): from host A at epoch n
     to this host at epoch n+1. Nothing when the lease was simply free."""
     found = lease.world.leases(session_id).get(session_id)
@@ -188,7 +190,7 @@ def record_takeover(local, session_id: str, lease, by: str) -> None:
                                                       found.host, found.epoch, by))
 
 
-def ship_now(local, lease, session_id: str) -> None:
+def ship_now(local: LocalWorld, lease: Lease, session_id: str) -> None:
     """Push the session under the lease before it is released: a resume that found nothing
     to do (the turn was complete) never started the live shipper, and the world must learn
     the session's state. Refused by the fence when the epoch moved on meanwhile."""
@@ -204,7 +206,8 @@ def ship_now(local, lease, session_id: str) -> None:
         pass  # fenced, or the server is gone: the local log keeps it all
 
 
-def end_hold(local, lease, session_id: str, failure: BaseException | None, claimed: bool) -> None:
+def end_hold(local: LocalWorld, lease: Lease, session_id: str, failure: BaseException | None,
+             claimed: bool) -> None:
     """The end of `dh resume --world`'s hold. A resume that ran (its supervisor decided how the
     session ended), or one the user stopped, releases the lease. One that failed before its
     supervisor started ended nothing: the session stays open. Claimed by a worker, the failure

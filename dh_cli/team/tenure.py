@@ -4,7 +4,7 @@ A thread, on its own connection, renews the heartbeat every third of the TTL. It
 things the supervisor asks about:
 - `lost`: the epoch moved (another machine took the session over). The supervisor stops its
   harness and this process never writes the session to the world again (the server's fence
-  refuses it anyway, see fencing.py).
+  refuses it anyway, see postgres_fencing.py).
 - `expired`: no renewal succeeded for longer than the TTL (the server is unreachable). The
   harness may run on, its log stays the truth here, but the supervisor does not relaunch it:
   another machine may be taking it over.
@@ -19,6 +19,7 @@ import time
 
 from ..errors import SessionLocked, WorldError
 from .lease import take
+from .protocol import TeamWorld
 
 TTL_S = 15.0  # a holder silent this long is presumed dead and its session may be taken over
 
@@ -63,7 +64,7 @@ class Tenure:
                 break
         _close(world)
 
-    def _beat(self, world) -> None:
+    def _beat(self, world: TeamWorld) -> None:
         if self.epoch is None:
             self.epoch = acquire(world, self.session_id, self.ttl_s)
         elif not world.lease_renew(self.session_id, self.epoch):
@@ -71,7 +72,7 @@ class Tenure:
             return
         self.renewed = time.monotonic()
 
-    def _holder_now(self, world) -> dict:
+    def _holder_now(self, world: TeamWorld) -> dict:
         found = world.leases(self.session_id).get(self.session_id)
         host, pid, epoch = (found.host, found.pid, found.epoch) if found else (None, None, None)
         return {"host": host, "pid": pid, "epoch": epoch,
@@ -101,7 +102,7 @@ class Tenure:
             _close(world)
 
 
-def _close(world) -> None:
+def _close(world: TeamWorld) -> None:
     if world is not None:
         try:
             world.close()

@@ -34,6 +34,7 @@ from ..paths import dh_home
 from ..procs import drain
 from ..worlds.locks import SAFE_ID
 from .live_world import HAND_BACK
+from .protocol import TeamWorld
 from .takeover import Claim, Pass, claim, orphans, steal
 from .worker_place import RunAs, current_user, place_refusal
 
@@ -98,7 +99,7 @@ class Worker:
             raise
         return world
 
-    def _serve(self, world, wake_r: int):
+    def _serve(self, world: TeamWorld, wake_r: int):
         """Claim and sleep until stopped; a lost server is waited for (with backoff), not
         fatal: the children keep their own connections and the local log."""
         failures = 0
@@ -125,7 +126,7 @@ class Worker:
         except WorldError:
             return None
 
-    def _close(self, world):
+    def _close(self, world: TeamWorld):
         if self.changes is not None:
             try:
                 self.changes.close()
@@ -138,7 +139,7 @@ class Worker:
         self.stopping = True
 
     # claiming -------------------------------------------------------------------------------
-    def _claim_all(self, world) -> None:
+    def _claim_all(self, world: TeamWorld) -> None:
         while len(self.children) < self.opts.max_sessions and not self.stopping:
             got = claim(world, self.opts.ttl_s, self.opts.harnesses,
                         lambda candidate: self._verdict(world, candidate),
@@ -149,7 +150,7 @@ class Worker:
                 return
             self._start(got)
 
-    def _verdict(self, world, candidate: Claim) -> str | None:
+    def _verdict(self, world: TeamWorld, candidate: Claim) -> str | None:
         reason = refusal(world, candidate, self.opts.run_as, self.opts.local_flags)
         if isinstance(reason, Pass):
             self.passed.add(candidate.session_id)
@@ -191,7 +192,7 @@ class Worker:
             env.update(HOME=who.home, USER=who.name, LOGNAME=who.name)
         return env
 
-    def _keep_unadopted(self, world) -> None:
+    def _keep_unadopted(self, world: TeamWorld) -> None:
         """Renew the leases claimed for children that have not adopted them yet: a child
         slow to start (a loaded machine) must not lose its claim to another worker."""
         for sid, epoch in list(self.unadopted.items()):
@@ -208,7 +209,7 @@ class Worker:
                 self.opts.notice(f"dh worker: session {sid} ended here (dh resume exited with "
                                  f"{child.returncode})")
 
-    def _sleep(self, world, wake_r: int) -> None:
+    def _sleep(self, world: TeamWorld, wake_r: int) -> None:
         timeout = _next_lapse(world)
         if len(self.children) < self.opts.max_sessions and orphan_left(
                 world, self.opts.harnesses, self.passed | set(self.children)):
@@ -222,7 +223,7 @@ class Worker:
             self.changes.drain()
 
     # stopping -------------------------------------------------------------------------------
-    def _hand_back(self, world) -> None:
+    def _hand_back(self, world: TeamWorld) -> None:
         """Take each child's lease back, wait for the children to stop, and let the leases
         lapse now: the sessions stay open (not ended by a user) for another worker."""
         if world is None:  # no server: the children stop when their leases cannot be renewed
@@ -257,7 +258,7 @@ def child_log(folder: Path, session_id: str):
     return os.fdopen(fd, "ab")
 
 
-def refusal(world, candidate: Claim, who: RunAs | None = None,
+def refusal(world: TeamWorld, candidate: Claim, who: RunAs | None = None,
             local_flags: dict | None = None) -> str | None:
     """Why this worker must not resume the candidate here (None: it may; `candidate.restore`
     then says whether its cwd is to be restored first). What every machine would refuse is
@@ -306,7 +307,7 @@ def _not_mine(path: str, what: str, uid: int) -> str | None:
     return None
 
 
-def withheld_here(world, candidate: Claim, local_flags: dict) -> str | None:
+def withheld_here(world: TeamWorld, candidate: Claim, local_flags: dict) -> str | None:
     """Why this machine's flags must not run the candidate (resume/grants.py): it had more
     permissions than they grant its harness. None for a session started here (its own
     flags come back with it) and for a harness this dh does not know (refused later)."""
@@ -345,18 +346,18 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def orphan_left(world, harnesses: list[str] | None, passed=()) -> bool:
+def orphan_left(world: TeamWorld, harnesses: list[str] | None, passed=()) -> bool:
     """An orphan this worker may claim (not one it passed on: its harness is missing here)."""
     return bool(orphans(world, harnesses, limit=1, skip=passed))
 
 
-def _next_lapse(world) -> float:
+def _next_lapse(world: TeamWorld) -> float:
     """Seconds until the next held, open lease would lapse (then it may be claimable)."""
     lefts = [l.left for l in world.leases().values() if l.left > 0 and not l.released and not l.refused]
     return min(IDLE_WAIT, max(0.05, min(lefts) + 0.05)) if lefts else IDLE_WAIT
 
 
-def _close(world) -> None:
+def _close(world: TeamWorld) -> None:
     if world is not None:
         try:
             world.close()

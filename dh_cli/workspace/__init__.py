@@ -5,7 +5,7 @@ What other code calls:
   restore_workspace(world, session_id, cwd, ...)            resume and the worker, before relaunch
   unrecorded_changes(world, session_id, cwd)                the relaunch plan of a cut turn
   steps_not_restored(world, wrapper, session_id, replay)    the relaunch plan after a restore
-  copy_workspace(src, dst, session_id)                      push and pull"""
+  copy_workspace(src, dst, session_id, masking)             push and pull"""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def restore_workspace(world, session_id: str, cwd: str, **kwargs):
     return restore(world, session_id, cwd, **kwargs)
 
 
-def copy_workspace(src, dst, session_id: str) -> int:
+def copy_workspace(src, dst, session_id: str, masking: bool = False) -> int:
     from .sync import copy_workspace as copy
 
-    return copy(src, dst, session_id)
+    return copy(src, dst, session_id, masking)

@@ -20,12 +20,13 @@ _SECRET_FILE = Rules()
 CHUNK_BYTES = 8 * 1024 * 1024  # objects per transaction, by stored size
 
 
-def copy_workspace(src, dst, session_id: str) -> int:
-    """Copy the session's snapshots `dst` lacks; the number of snapshots copied."""
+def copy_workspace(src, dst, session_id: str, masking: bool = False) -> int:
+    """Copy the session's snapshots `dst` lacks; the number of snapshots copied. `masking`:
+    `dst` masks credentials, in files too."""
     have, give = store_for(dst), store_for(src)
     known = {s.seq for s in have.snapshots(session_id)}
     missing = [s for s in give.snapshots(session_id) if s.seq not in known]
-    if getattr(dst, "masks_records", False):  # the world masks credentials: in files too
+    if masking:
         give = Masked(give)
     for snap in missing:
         if isinstance(give, Masked):

@@ -5,8 +5,8 @@ A writer says which lease it writes under by a setting of its connection, `dh.fe
 'SESSION:EPOCH' (set once per connection by the shipper). Triggers on every table a push
 writes (sessions, sources, records, events) check the sessions the statement touches: while a
 session's lease is held, a write that does not carry that row's epoch is refused with SQLSTATE
-DHF01. A released lease keeps its row and epoch (never deleted): a write that carries an
-older epoch is still refused, so a holder that was only paused cannot write after a takeover
+DHF01 (protocol.FENCED). A released lease keeps its row and epoch (never deleted): a write
+that carries an older epoch is still refused, so a holder that was only paused cannot write after a takeover
 even once the new holder is done; a plain `dh world push` (no epoch) of a released session
 goes through. The lease row is read FOR KEY SHARE, so a claim (which locks the row FOR UPDATE) and a
 stale holder's write are serialized: the write either commits before the claim, and the new
@@ -17,8 +17,6 @@ Records are checked once per statement (a transition table), not per row: a bulk
 50,000 rows pays one DISTINCT over the batch."""
 
 FENCE_SETTING = "dh.fence"
-FENCED_STATE = "DHF01"
-LEASE_CHANNEL = "dh_leases"
 
 # The migration text (PostgreSQL m016), kept beside the code that relies on it.
 M016_FENCING = """
@@ -72,19 +70,3 @@ M016_FENCING = """
 
 def fence_value(session_id: str, epoch: int) -> str:
     return f"{session_id}:{epoch}"
-
-
-def is_fenced(exc: BaseException) -> bool:
-    """Whether an error (or its cause) is the server refusing a stale epoch: PostgreSQL's
-    SQLSTATE, or a world's error marked `fenced` (fenced_error)."""
-    while exc is not None:
-        if getattr(exc, "sqlstate", None) == FENCED_STATE or getattr(exc, "fenced", False):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def fenced_error(error):
-    """`error` (a WorldError) marked as the server's refusal of a stale epoch."""
-    error.fenced = True
-    return error
