@@ -1,11 +1,11 @@
-"""Live world benchmarks (issues 15, 27), for each team world (PostgreSQL, Redis) in the same
-run, against private servers (tests/pg.py, tests/redis_server.py start them).
+"""Live world benchmarks (issues 15, 27), for each registered team world in the same run,
+against private servers (tests/helpers/team_worlds.py: SERVERS starts them).
 
   lag       replication lag, local commit -> visible in the world (read by a second
             connection polling every 5 ms), at 50 and 500 records/s, through the same live
             mirror and shipper `dh run --world W` uses. Printed next to the local mirror's own
             lag (append -> committed in SQLite) measured on the same records, and as a ratio
-            Redis / PostgreSQL. Goal p99 <= 250 ms at 500 records/s.
+            of each world to the first registered one. Goal p99 <= 250 ms at 500 records/s.
   takeover  from SIGKILL of machine A's dh and harness (a model reply stalled) to B's claim
             (the lease's epoch moved) and to the first model request of the harness B's
             `dh worker` resumed. Goal <= TTL + 2 s; baseline: the TTL itself.
@@ -35,19 +35,18 @@ from bench.bench_supervisor import pct, pi_session  # noqa: E402
 from dh_cli import wrappers  # noqa: E402
 from dh_cli.mirror.live import LiveMirror  # noqa: E402
 from dh_cli.worlds.local import LocalWorld  # noqa: E402
-from dh_cli.team import open_world  # noqa: E402
+from dh_cli.team import names, open_world  # noqa: E402
 from dh_cli.team.shipper import Shipper  # noqa: E402
 from dh_cli.team.tenure import acquire  # noqa: E402
-from tests import pg  # noqa: E402
-from tests.helpers import redis_server  # noqa: E402
+from tests.helpers.team_worlds import server_of  # noqa: E402
 
 TTL = 3
-WORLDS = ("postgres", "redis")
+WORLDS = names()
 SECONDS, RUNS = 10.0, 3  # per lag rate; takeovers per world (--seconds, --runs)
 
 
 def fresh_url(name: str) -> str:
-    return pg.fresh_db() if name == "postgres" else redis_server.fresh_url()
+    return server_of(name).fresh_url()
 
 
 def _stamp(raw: bytes) -> float | None:
@@ -123,9 +122,11 @@ def bench_lag(seconds: float = SECONDS) -> None:
                   f"{_ms(world_lags, .99):.0f} ms (goal p99 <= 250 ms at 500/s); local mirror "
                   f"(baseline, same records) p50 {_ms(local_lags, .5):.1f} ms, p99 "
                   f"{_ms(local_lags, .99):.1f} ms")
-        pg_lags, redis_lags = got["postgres"][0], got["redis"][0]
-        print(f"  redis / postgres at {rate}/s: p50 {_ms(redis_lags, .5) / _ms(pg_lags, .5):.2f}x,"
-              f" p99 {_ms(redis_lags, .99) / _ms(pg_lags, .99):.2f}x")
+        base = got[WORLDS[0]][0]
+        for name in WORLDS[1:]:
+            lags = got[name][0]
+            print(f"  {name} / {WORLDS[0]} at {rate}/s: p50 {_ms(lags, .5) / _ms(base, .5):.2f}x,"
+                  f" p99 {_ms(lags, .99) / _ms(base, .99):.2f}x")
 
 
 def takeover_once(name: str, script: dict) -> tuple[float, float]:
@@ -173,8 +174,9 @@ def bench_takeover(runs: int = RUNS) -> None:
               f"{', '.join(f'{t[0]:.1f}' for t in times)} s; kill -> first model request on B "
               f"{', '.join(f'{t[1]:.1f}' for t in times)} s (goal <= TTL + 2 = {TTL + 2} s; "
               f"baseline: the TTL itself, {TTL} s)")
-    print(f"  redis / postgres, median kill -> first request: "
-          f"{medians['redis'] / medians['postgres']:.2f}x")
+    for name in WORLDS[1:]:
+        print(f"  {name} / {WORLDS[0]}, median kill -> first request: "
+              f"{medians[name] / medians[WORLDS[0]]:.2f}x")
 
 
 def bench_idle(seconds: float = 30) -> None:

@@ -15,7 +15,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -193,15 +195,24 @@ def fresh_db() -> str:
         _skip_or_fail(f"cannot create a test database on the PostgreSQL server: {exc}")
 
 
+@contextmanager
+def database() -> Iterator[str]:
+    """A fresh database, dropped afterwards."""
+    url = fresh_db()
+    try:
+        yield url
+    finally:
+        try:
+            server().drop_db(url.rsplit("/", 1)[1])
+        except Exception:
+            pass  # the server may be down after a test stopped it; the run's end removes it
+
+
 @pytest.fixture
 def pg_url():
     """A fresh database for one test, dropped afterwards."""
-    url = fresh_db()
-    yield url
-    try:
-        server().drop_db(url.rsplit("/", 1)[1])
-    except Exception:
-        pass  # the server may be down after a test stopped it; the run's end removes it
+    with database() as url:
+        yield url
 
 
 def wait_ready(srv: PgServer, timeout: float = 30) -> None:
@@ -273,3 +284,20 @@ def fill_log(db_path, total: int) -> dict[str, int]:
     world.close()
     return per_session
 
+
+def outage(during) -> None:
+    """Stop the run's server, run `during()`, start it again (tests/helpers/team_worlds.py)."""
+    srv = server()
+    if not srv.controllable:
+        pytest.skip("the server at DH_TEST_POSTGRES_URL is not ours to stop")
+    srv.stop("fast")
+    try:
+        during()
+    finally:
+        srv.start()
+        wait_ready(srv)
+
+
+def drop_snapshots(world, sid: str) -> None:
+    """Delete a session's workspace snapshots from a PostgreSQL world, as an operator would."""
+    world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s RETURNING 1", [sid])

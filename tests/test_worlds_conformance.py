@@ -16,7 +16,7 @@ from dh_cli.worlds.base import Mark
 from dh_cli.worlds.local import LZ4
 from dh_cli.worlds.rows import PACK_MIN
 
-from .helpers.team_worlds import TEAM_WORLDS, URL_FIXTURES, Team, team  # noqa: F401  (team: a fixture)
+from .helpers.team_worlds import TEAM_WORLDS, team, team_at  # noqa: F401  (team: a fixture)
 from .helpers.team_worlds import pg_url, redis_url  # noqa: F401  (fixtures)
 
 
@@ -26,10 +26,13 @@ def world(request, tmp_path):
         from dh_cli.worlds.local import LocalWorld
 
         made = LocalWorld(tmp_path / "world.db")
-    else:
-        made = Team(request.param, request.getfixturevalue(URL_FIXTURES[request.param])).open()
-    yield made
-    made.close()
+        yield made
+        made.close()
+        return
+    with team_at(request.param) as under_test:
+        made = under_test.open()
+        yield made
+        made.close()
 
 
 def session(sid="1abc00000000aa", updated="2026-01-01T00:00:00.000Z", **values) -> Session:

@@ -22,9 +22,16 @@ def log_bytes(world) -> list[bytes]:
 
 
 def world_bytes(remote) -> list[bytes]:
-    """A team world's rows, objects and records decoded (PostgreSQL or Redis)."""
-    if hasattr(remote, "client"):
-        return redis_bytes(remote.client)
+    """A team world's rows, objects and records decoded, as its test server reads them
+    (tests/helpers/team_worlds.py)."""
+    from tests.helpers.team_worlds import server_of
+
+    return server_of(remote.name).stored_bytes(remote)
+
+
+def postgres_bytes(remote) -> list[bytes]:
+    """A PostgreSQL world: every row of every table of the `dh` schema as text, and every
+    workspace object and record decoded."""
     tables = remote._rows("SELECT table_name FROM information_schema.tables WHERE table_schema = 'dh'")
     out = [str(row[0]).encode() for (name,) in tables
            for row in remote._rows(f'SELECT t::text FROM dh."{name}" t')]
@@ -36,6 +43,10 @@ def world_bytes(remote) -> list[bytes]:
 def holds(chunks: list[bytes], needle: bytes) -> bool:
     hexed = needle.hex().encode()
     return any(needle in c or hexed in c for c in chunks)
+
+
+def redis_world_bytes(remote) -> list[bytes]:
+    return redis_bytes(remote.client)
 
 
 def redis_bytes(client) -> list[bytes]:

@@ -19,7 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -155,7 +157,28 @@ def fresh_url() -> str:
     return srv.url(db)
 
 
+@contextmanager
+def database() -> Iterator[str]:
+    """An emptied database of the run's server (emptied again by its next user)."""
+    yield fresh_url()
+
+
 @pytest.fixture
 def redis_url():
     """An empty database of the run's Redis server for one test."""
     yield fresh_url()
+
+
+def outage(during) -> None:
+    """Stop the run's server, run `during()`, start it again (tests/helpers/team_worlds.py)."""
+    srv = server()
+    srv.stop()
+    try:
+        during()
+    finally:
+        srv.start()
+
+
+def drop_snapshots(world, sid: str) -> None:
+    """Delete a session's workspace snapshots from a Redis world, as an operator would."""
+    world.client.delete(f"dh:ws_snapshots:{sid}")

@@ -1,19 +1,52 @@
-"""The team worlds under test, each on its real server: PostgreSQL (tests/pg.py) and Redis
-(tests/redis_server.py). The `team` fixture runs a test once per world; a Team opens the
-world, reads its leases and takes its server away for a while."""
+"""The team worlds under test, each on its real server. `SERVERS` is the one table of test
+servers: a world's name (as dh_cli/team/__init__.py registers it) -> how its tests start,
+stop and read its server. The `team` fixture runs a test once per registered world; a Team
+opens the world, reads its leases and takes its server away for a while."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Iterator
+
 import pytest
 
+from dh_cli import team as team_package
 from tests import pg
+from tests import workspace_stored as stored
 from tests.helpers import redis_server
 from tests.pg import pg_url  # noqa: F401  (fixture)
 from tests.helpers.redis_server import redis_url  # noqa: F401  (fixture)
 
-TEAM_WORLDS = [pytest.param("postgres", marks=pytest.mark.postgres),
-               pytest.param("redis", marks=pytest.mark.redis)]
-URL_FIXTURES = {"postgres": "pg_url", "redis": "redis_url"}
+
+@dataclass(frozen=True)
+class TestServer:
+    """How the tests run one team world's real server."""
+
+    __test__ = False  # a table row, not a test class
+
+    database: Callable[[], ContextManager[str]]  # an empty database on it, for one test
+    fresh_url: Callable[[], str]  # an empty database, left to the run's end (bench/)
+    outage: Callable[[Callable[[], None]], None]  # stop it, run the callable, start it again
+    drop_snapshots: Callable[[object, str], None]  # (world, session id), as an operator would
+    stored_bytes: Callable[[object], list[bytes]]  # everything it holds, decoded (workspace_stored.py)
+
+
+SERVERS = {
+    "postgres": TestServer(pg.database, pg.fresh_db, pg.outage, pg.drop_snapshots, stored.postgres_bytes),
+    "redis": TestServer(redis_server.database, redis_server.fresh_url, redis_server.outage,
+                        redis_server.drop_snapshots, stored.redis_world_bytes),
+}
+
+# one pytest param per registered world, marked with its name (tests/require.py, pyproject)
+TEAM_WORLDS = [pytest.param(name, marks=getattr(pytest.mark, name)) for name in team_package.names()]
+
+
+def server_of(name: str) -> TestServer:
+    if name not in SERVERS:
+        raise LookupError(f"the team world {name!r} has no test server: add it to SERVERS "
+                          "(tests/helpers/team_worlds.py)")
+    return SERVERS[name]
 
 
 class Team:
@@ -21,11 +54,10 @@ class Team:
 
     def __init__(self, name: str, url: str):
         self.name, self.url = name, url
+        self.server = server_of(name)
 
     def open(self):
-        from dh_cli.team import open_world
-
-        return open_world(self.name, self.url)
+        return team_package.open_world(self.name, self.url)
 
     def lease_epoch(self, sid: str) -> int | None:
         """The session's lease epoch (None before any lease): one for the first run's, one
@@ -42,10 +74,7 @@ class Team:
         one), as an operator would with the server's own client."""
         world = self.open()
         try:
-            if self.name == "postgres":
-                world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s RETURNING 1", [sid])
-            else:
-                world.client.delete(f"dh:ws_snapshots:{sid}")
+            self.server.drop_snapshots(world, sid)
         finally:
             world.close()
 
@@ -77,25 +106,17 @@ class Team:
 
     def outage(self, during) -> None:
         """Stop the server, run `during()`, start the server again."""
-        if self.name == "postgres":
-            srv = pg.server()
-            if not srv.controllable:
-                pytest.skip("the server at DH_TEST_POSTGRES_URL is not ours to stop")
-            srv.stop("fast")
-            try:
-                during()
-            finally:
-                srv.start()
-                pg.wait_ready(srv)
-        else:
-            srv = redis_server.server()
-            srv.stop()
-            try:
-                during()
-            finally:
-                srv.start()
+        self.server.outage(during)
+
+
+@contextmanager
+def team_at(name: str) -> Iterator[Team]:
+    """The world `name` on an empty database of its test server."""
+    with server_of(name).database() as url:
+        yield Team(name, url)
 
 
 @pytest.fixture(params=TEAM_WORLDS)
-def team(request) -> Team:
-    return Team(request.param, request.getfixturevalue(URL_FIXTURES[request.param]))
+def team(request) -> Iterator[Team]:
+    with team_at(request.param) as made:
+        yield made
