@@ -46,7 +46,7 @@ def run_checks(env: dict | None = None) -> list[Check]:
     checks.append(check_private(paths.db_path()))
     settings, config_check = check_config(env)
     checks.append(config_check)
-    checks.append(check_postgres(settings))
+    checks.extend(check_worlds(settings))
     return checks
 
 
@@ -232,44 +232,28 @@ def check_config(env: dict):
     return effective.settings, Check("config", "ok", text, {"path": str(where)})
 
 
-def check_postgres(settings) -> Check:
+def check_worlds(settings) -> list[Check]:
+    """One check per registered team world: skipped without a URL, else reachable or not."""
+    from . import team
+
+    return [check_world(name, settings) for name in team.names()]
+
+
+def check_world(name: str, settings) -> Check:
+    from . import team
+    from .errors import DhError
     from .redact import mask
     from .util import redact_url
 
-    url = settings.postgres_url if settings else None
+    label, url = f"{name} world", getattr(settings, f"{name}_url", None) if settings else None
     if not url:
-        if settings and settings.world == "postgres":
-            return Check("postgres world", "fail", "world is postgres but no URL is configured",
-                         {"hint": "set DH_POSTGRES_URL or postgres_url in the config file"})
-        return Check("postgres world", "skip", "no PostgreSQL URL configured")
+        if settings and settings.world == name:
+            return Check(label, "fail", f"the configured world is {name} but no URL is configured",
+                         {"hint": f"set {name}_url in the config file, or its variable (dh config show)"})
+        return Check(label, "skip", f"no URL configured for the team world {name}")
     shown = mask(redact_url(url))  # a libpq `host=… password=…` as well as a URL
-    error = ping_postgres(url)
-    if error:
-        return Check("postgres world", "fail", f"{shown} is unreachable: {error}", {"url": shown})
-    return Check("postgres world", "ok", f"{shown} is reachable", {"url": shown})
-
-
-def ping_postgres(url: str, timeout: int = 5) -> str | None:
-    """None when `SELECT 1` works; otherwise psycopg's reason, with the password scrubbed."""
-    from .redact import mask
-    from .util import redact_url
-
     try:
-        import psycopg  # only here: most machines never configure a remote world
-
-        with psycopg.connect(url, connect_timeout=timeout) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:  # any driver failure is the answer to "is it reachable?"
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        password = _password(url)
-        return mask(redact_url(text.replace(password, "***") if password else text))
-    return None
-
-
-def _password(url: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
+        team.open_world(name, url, migrate=False, connect_timeout=5).close()
+    except DhError as exc:  # the world's own error, its password scrubbed (team/urls.py)
+        return Check(label, "fail", f"{shown} is unreachable: {mask(redact_url(str(exc)))}", {"url": shown})
+    return Check(label, "ok", f"{shown} is reachable", {"url": shown})

@@ -65,10 +65,10 @@ class SessionLocked(DhError):
 
 
 class WorldError(DhError):
-    """A remote world (PostgreSQL) is unreachable or refused us."""
+    """A team world (its server) is unreachable or refused us."""
 
     exit_code = 5
-    exit_meaning = "A remote world (PostgreSQL) is unreachable or refused the connection."
+    exit_meaning = "A team world is unreachable or refused the connection."
 
 
 class ConfigError(UsageError):

@@ -1,15 +1,17 @@
 """`dh doctor` against the fake harnesses: versions, homes, the log's health and privacy, and
-a configured PostgreSQL world, one line per check and a failing exit when one fails."""
+each registered team world, one line per check and a failing exit when one fails."""
 
 import json
 import os
 
 import pytest
 
-from dh_cli import doctor
+from dh_cli import config, doctor
+from dh_cli.team import world_class
 from dh_cli.worlds.local import LocalWorld
 
 from .fakes.install import install_fake_harnesses
+from .helpers.team_worlds import team  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def machine(tmp_path, monkeypatch):
         monkeypatch.setenv(var, str(tmp_path / name))
     (tmp_path / "data" / "opencode").mkdir()
     (tmp_path / "data" / "opencode" / "opencode.db").touch()
-    for var in ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL"):
+    for var in [name for name, key in config.ENV_KEYS.items() if key.endswith("_url")]:  # every world's
         monkeypatch.delenv(var, raising=False)
     LocalWorld().close()
     return tmp_path
@@ -93,13 +95,29 @@ def test_a_damaged_log_fails(machine, run_dh, dh_home):
     assert any(line.startswith("fail log database:") for line in result.stdout.splitlines())
 
 
-def test_an_unreachable_postgres_world_fails_without_showing_the_password(machine, run_dh, monkeypatch):
-    monkeypatch.setenv("DH_POSTGRES_URL", "postgresql://dh:hunter2@127.0.0.1:9/dh")
+# (world, its URL variable, an unreachable URL with a password, that URL as dh may show it)
+UNREACHABLE = [("postgres", "DH_POSTGRES_URL", "postgresql://dh:hunter2@127.0.0.1:9/dh", "postgresql://dh:***@127.0.0.1:9/dh"),
+               ("redis", "DH_REDIS_URL", "redis://:hunter2@127.0.0.1:9/0", "redis://:***@127.0.0.1:9/0")]
+
+
+@pytest.mark.parametrize("world,variable,url,shown", UNREACHABLE, ids=[u[0] for u in UNREACHABLE])
+def test_an_unreachable_world_fails_without_showing_the_password(machine, run_dh, monkeypatch, world,
+                                                                 variable, url, shown):
+    monkeypatch.setenv(variable, url)
     result = run_dh("doctor", "--json")
-    check = by_name(result)["postgres world"]
+    check = by_name(result)[f"{world} world"]
     assert result.exit_code == 1 and check["status"] == "fail"
-    assert "postgresql://dh:***@127.0.0.1:9/dh" in check["message"]
+    assert shown in check["message"]
     assert "hunter2" not in result.stdout
+
+
+def test_every_registered_world_is_checked_and_a_reachable_one_passes(team, machine, run_dh, monkeypatch):
+    # team first: its server starts with the PATH of the run, before machine narrows it
+    monkeypatch.setenv(world_class(team.name).url_variable, team.url)
+    result = run_dh("doctor", "--json")
+    assert result.exit_code == 0
+    check = by_name(result)[f"{team.name} world"]
+    assert check["status"] == "ok" and check["message"].endswith(" is reachable")
 
 
 def test_a_bad_config_file_is_a_failed_check_not_a_crash(machine, run_dh, tmp_path):

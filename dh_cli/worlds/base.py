@@ -1,4 +1,4 @@
-"""The World interface: what the local SQLite log and the PostgreSQL world both do, so that
+"""The World interface: what the local SQLite log and every team world do, so that
 push and pull are one copy loop between any two worlds.
 
 Rows are addressed by natural keys, never by a world's own ids (a source's integer id differs
