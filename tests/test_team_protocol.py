@@ -102,3 +102,22 @@ def test_a_renamed_parameter_a_changed_default_or_a_missing_member_is_found():
 
     assert "Protocolish lacks lease_take" in differences(Protocolish)
 
+
+def test_the_registry_the_settings_and_the_test_servers_name_the_same_worlds():
+    """A team world is added in one place each (README, "Adding a team world"): the registry,
+    the settings (its name as a `world`, its `<name>_url` and that URL's variables) and the
+    table of test servers; a world missing from one of them is found here."""
+    import dataclasses
+    import typing
+
+    from dh_cli import config
+    from tests.helpers.team_worlds import SERVERS
+
+    config._schema()  # resolves the names the settings' annotations use
+    registered = set(team.names())
+    choices = set(typing.get_args(typing.get_type_hints(config.Settings)["world"])) - {"local"}
+    urls = {f.name.removesuffix("_url") for f in dataclasses.fields(config.Settings) if f.name.endswith("_url")}
+    variables = {target.removesuffix("_url") for target in config.ENV_KEYS.values() if target.endswith("_url")}
+    assert registered == choices == urls == variables == set(SERVERS)
+    for name in registered:  # the variable a worker hands its child dh is one the settings read
+        assert config.ENV_KEYS[team.world_class(name).url_variable] == f"{name}_url"
