@@ -298,6 +298,8 @@ def outage(during) -> None:
         wait_ready(srv)
 
 
-def drop_snapshots(world, sid: str) -> None:
-    """Delete a session's workspace snapshots from a PostgreSQL world, as an operator would."""
-    world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s RETURNING 1", [sid])
+def drop_snapshots(world, sid: str, after: int = 0) -> None:
+    """Delete a session's workspace snapshots after the `after`-th (seqs start at 1) from a
+    PostgreSQL world, as an operator would."""
+    world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s AND seq > %s RETURNING 1",
+                [sid, after])

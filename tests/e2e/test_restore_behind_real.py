@@ -144,7 +144,7 @@ def test_a_worker_s_takeover_from_before_the_last_step_tells_the_model(tmp_path,
         os.killpg(harness, signal.SIGKILL)
         os.killpg(dh.pid, signal.SIGKILL)
         finish(dh)
-        team.drop_snapshots_after(sid, 1)  # the start snapshot stays
+        team.drop_snapshots(sid, after=1)  # the start snapshot stays
         shutil.rmtree(a.proj)
         shutil.rmtree(a.tmp / ".claude")
         asked = len(server.main_requests())

@@ -179,6 +179,10 @@ def outage(during) -> None:
         srv.start()
 
 
-def drop_snapshots(world, sid: str) -> None:
-    """Delete a session's workspace snapshots from a Redis world, as an operator would."""
-    world.client.delete(f"dh:ws_snapshots:{sid}")
+def drop_snapshots(world, sid: str, after: int = 0) -> None:
+    """Delete a session's workspace snapshots after the `after`-th (seqs start at 1) from a
+    Redis world, as an operator would."""
+    key = f"dh:ws_snapshots:{sid}"
+    later = [k for k in world.client.hkeys(key) if int(k) > after]
+    if later:
+        world.client.hdel(key, *later)

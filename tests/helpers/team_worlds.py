@@ -28,7 +28,7 @@ class TestServer:
     database: Callable[[], ContextManager[str]]  # an empty database on it, for one test
     fresh_url: Callable[[], str]  # an empty database, left to the run's end (bench/)
     outage: Callable[[Callable[[], None]], None]  # stop it, run the callable, start it again
-    drop_snapshots: Callable[[object, str], None]  # (world, session id), as an operator would
+    drop_snapshots: Callable[..., None]  # (world, session id, after=0), as an operator would
     stored_bytes: Callable[[object], list[bytes]]  # everything it holds, decoded (workspace_stored.py)
 
 
@@ -69,12 +69,12 @@ class Team:
         finally:
             world.close()
 
-    def drop_snapshots(self, sid: str) -> None:
-        """Delete the session's workspace snapshots from the world (a world that never had
-        one), as an operator would with the server's own client."""
+    def drop_snapshots(self, sid: str, after: int = 0) -> None:
+        """Delete the session's workspace snapshots after the `after`-th from the world (all:
+        a world that never had one), as an operator would with the server's own client."""
         world = self.open()
         try:
-            self.server.drop_snapshots(world, sid)
+            self.server.drop_snapshots(world, sid, after)
         finally:
             world.close()
 
@@ -86,21 +86,6 @@ class Team:
         try:
             snap = pick(world, sid)
             return snap.step if snap else None
-        finally:
-            world.close()
-
-    def drop_snapshots_after(self, sid: str, seq: int) -> None:
-        """Delete the session's workspace snapshots after `seq` from the world."""
-        world = self.open()
-        try:
-            if self.name == "postgres":
-                world._rows("DELETE FROM dh.ws_snapshots WHERE session_id = %s AND seq > %s"
-                            " RETURNING 1", [sid, seq])
-            else:
-                key = f"dh:ws_snapshots:{sid}"
-                later = [k for k in world.client.hkeys(key) if int(k) > seq]
-                if later:
-                    world.client.hdel(key, *later)
         finally:
             world.close()
 
