@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -69,14 +69,35 @@ class Workspace:
     secret_patterns: list[str] = field(default_factory=_default_secrets)
 
 
+# The team worlds' settings, one line a world: name -> (what its URL reaches, the variables
+# read after DH_<NAME>_URL). From it come the `world` choice, each `<name>_url` setting and
+# its variables; the worlds themselves are registered in team/__init__.py (a package this
+# leaf module may not import).
+TEAM_WORLDS = {
+    "postgres": ("the PostgreSQL world", ("WORKFLOW_POSTGRES_URL",)),
+    "redis": ("the Redis (or Valkey) world", ()),
+}
+
+
+def _world_choices() -> str:
+    *first, last = ["local", *TEAM_WORLDS]
+    return f"{', '.join(first)} or {last}"
+
+
+# Settings' first fields, built from TEAM_WORLDS (a dataclass base's fields come first)
+_WorldSettings = make_dataclass("_WorldSettings", [
+    ("world", Literal[("local", *TEAM_WORLDS)],
+     _about(f"Default world: {_world_choices()}.", default="local")),
+    *((f"{name}_url", str | None, _about(f"URL of {what} (password never shown).", default=None))
+      for name, (what, _aliases) in TEAM_WORLDS.items()),
+], frozen=True, namespace={"__module__": __name__})
+
+
 @dataclass(frozen=True)
-class Settings:
+class Settings(_WorldSettings):
     __pydantic_config__ = FORBID
 
     # each description is also the man page's line for the setting's variable (_gen_docs.py)
-    world: Literal["local", "postgres", "redis"] = _about("Default world: local, postgres or redis.", default="local")
-    postgres_url: str | None = _about("URL of the PostgreSQL world (password never shown).", default=None)
-    redis_url: str | None = _about("URL of the Redis (or Valkey) world (password never shown).", default=None)
     lease_ttl: Annotated[float, Gt(0)] = _about(  # issue 15
         "Seconds a live session's holder may stay silent before another machine may take it over.",
         default=15.0)
@@ -120,13 +141,13 @@ def _schema():
     return TypeAdapter(Settings)
 
 
-# Environment variable -> dotted key. DH_POSTGRES_URL is listed first so it wins over the
-# Workflow SDK's name when both are set.
+# Environment variable -> dotted key. A world's DH_<NAME>_URL is listed before its other
+# names (DH_POSTGRES_URL before the Workflow SDK's WORKFLOW_POSTGRES_URL) so it wins when both
+# are set.
 ENV_KEYS = {
     "DH_WORLD": "world",
-    "DH_POSTGRES_URL": "postgres_url",
-    "WORKFLOW_POSTGRES_URL": "postgres_url",
-    "DH_REDIS_URL": "redis_url",
+    **{variable: f"{name}_url" for name, (_what, aliases) in TEAM_WORLDS.items()
+       for variable in (f"DH_{name.upper()}_URL", *aliases)},
     "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",

@@ -2,6 +2,9 @@
 `dh config show`, and a bad file reported as one Error line naming the file and the key."""
 
 import json
+import sys
+import types
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +57,34 @@ def test_dh_postgres_url_wins_over_the_workflow_name():
     effective = config.load(env=env)
     assert effective.settings.postgres_url == "postgresql://d@h/db"
     assert effective.origins["postgres_url"].name == "DH_POSTGRES_URL"
+
+
+def _config_with(line: str, monkeypatch):
+    """dh_cli/config.py loaded as a module of its own with `line` added to TEAM_WORLDS."""
+    source = Path(config.__file__).read_text(encoding="utf-8")
+    assert "TEAM_WORLDS = {\n" in source
+    module = types.ModuleType("dh_cli._config_plus_world")
+    module.__package__ = "dh_cli"  # for its relative imports (errors, paths)
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look it up there
+    exec(compile(source.replace("TEAM_WORLDS = {\n", "TEAM_WORLDS = {\n" + line, 1),
+                 config.__file__, "exec"), module.__dict__)
+    return module
+
+
+def test_a_team_world_is_one_line_of_the_settings(monkeypatch):
+    """README, "Adding a team world": its line in TEAM_WORLDS gives the world its choice, its
+    URL setting and that setting's variables, in `dh config show` and the man page alike."""
+    plus = _config_with('    "etcd": ("the etcd world", ("ETCD_ENDPOINT",)),\n', monkeypatch)
+    effective = plus.load(env={"DH_WORLD": "etcd", "ETCD_ENDPOINT": "http://e/1",
+                               "DH_ETCD_URL": "http://e/2"})
+    assert (effective.settings.world, effective.settings.etcd_url) == ("etcd", "http://e/2")
+    assert effective.origins["etcd_url"].name == "DH_ETCD_URL"  # DH_ first, as for PostgreSQL
+    assert plus.load(env={"ETCD_ENDPOINT": "http://e/1"}).settings.etcd_url == "http://e/1"
+    documented = dict(plus.environment())
+    assert documented["DH_ETCD_URL"].startswith("URL of the etcd world (password never shown).")
+    assert "etcd" in documented["DH_WORLD"]
+    with pytest.raises(ConfigError, match="must be local, etcd, postgres or redis"):
+        plus.load(env={"DH_WORLD": "mars"})
 
 
 def test_run_options_apply_the_config_and_explicit_flags_win(config_file, monkeypatch):
