@@ -79,6 +79,12 @@ TEAM_WORLDS = {
 }
 
 
+def url_variables(world: str) -> tuple[str, ...]:
+    """The variables a team world's URL is read from, first wins: DH_<NAME>_URL, then its
+    other names."""
+    return (f"DH_{world.upper()}_URL", *TEAM_WORLDS[world][1])
+
+
 def _world_choices() -> str:
     *first, last = ["local", *TEAM_WORLDS]
     return f"{', '.join(first)} or {last}"
@@ -146,8 +152,7 @@ def _schema():
 # are set.
 ENV_KEYS = {
     "DH_WORLD": "world",
-    **{variable: f"{name}_url" for name, (_what, aliases) in TEAM_WORLDS.items()
-       for variable in (f"DH_{name.upper()}_URL", *aliases)},
+    **{variable: f"{name}_url" for name in TEAM_WORLDS for variable in url_variables(name)},
     "DH_LEASE_TTL": "lease_ttl",
     "DH_STALL_TIMEOUT": "stall_timeout",
     "DH_TOOL_GRACE": "tool_grace",

@@ -9,11 +9,12 @@ import re
 
 import psycopg
 
+from ..config import url_variables
 from ..errors import ConfigError, WorldError
 from .protocol import FENCED, fenced_error
 from .urls import scrub
 
-URL_VARIABLES = ("DH_POSTGRES_URL", "WORKFLOW_POSTGRES_URL")
+URL_VARIABLES = url_variables("postgres")
 
 
 def resolve_url(url: str | None) -> str:

@@ -24,6 +24,7 @@ from typing import Iterator
 import orjson
 import redis
 
+from ..config import url_variables
 from ..errors import SessionLocked, SessionNotFound, WorldError
 from ..models import Event, Record, Session, Source
 from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
@@ -34,7 +35,7 @@ from .protocol import FENCED, fenced_error, only_match
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
-URL_VARIABLES = ("DH_REDIS_URL",)
+URL_VARIABLES = url_variables("redis")
 VERSION = 1  # the layout of redis_scripts.py's keys; a newer one is refused, as a newer schema
 SPAN = 1 << 40  # positions: generation * SPAN + offset
 BATCH = 1000  # records per append script: Redis runs one script at a time, keep each short
