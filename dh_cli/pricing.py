@@ -142,6 +142,20 @@ def _lookup(model: str):
     return _rates(info.get_prices(_dt.datetime.now(_dt.timezone.utc)))
 
 
+def provider_of(model: str | None) -> str | None:
+    """The provider that serves the model, as the price table names it ("Anthropic",
+    "OpenAI"); None when the table does not know the model."""
+    from genai_prices import data_snapshot
+
+    if not model:
+        return None
+    try:
+        provider, _ = data_snapshot.get_snapshot().find_provider_model(_SUFFIX.sub("", model), None, None, None)
+    except LookupError:
+        return None
+    return provider.name
+
+
 def _rates(price):
     """Flat _Rates of a ModelPrice, or the ModelPrice itself when its calculation is not plain
     arithmetic on our kinds: prices tiered by prompt size, or reasoning tokens priced apart

@@ -365,7 +365,7 @@ def test_the_cost_page_sums_what_dh_log_cost_sums_and_filters_by_day(served):
 
 
 def test_a_waiting_session_shows_its_limit_in_the_list_and_its_page(tmp_path):
-    """Its limit, its harness, when it goes on (for the page's countdown) and how many
+    """Its limit, its harness and provider (the fixture's model is Claude's), when it goes on (for the page's countdown) and how many
     relaunches so far, as the log's limit event and the session's row say."""
     import fcntl
     import socket
@@ -397,7 +397,7 @@ def test_a_waiting_session_shows_its_limit_in_the_list_and_its_page(tmp_path):
                 block = re.search(r'<div class="sub limit" data-reset="(\d+)">(.*?)</div>', page, re.S)
                 assert block, re.findall(r'<td class="state">.*?</td>', page, re.S) or page[:3000]
                 assert block and int(block.group(1)) == int(reset * 1000)
-                assert "waiting on the 5-hour limit of claude-code" in block.group(2)
+                assert "waiting on the 5-hour limit of claude-code · Anthropic" in block.group(2)
                 assert "relaunched 2 time(s)" in block.group(2) and '<span class="countdown">' in block.group(2)
     finally:
         os.close(lock)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 
 from ..redact import clean
+from .reads import waiting_on
 
 def open_world(name: str, url: str | None):
     from ..team import open_world as open_team_world
@@ -34,7 +35,8 @@ def team(world, local) -> dict:
     rows = [{"id": sid, "harness": s.harness, "host": _host(held.get(sid), s),
              "holder": getattr(held.get(sid), "holder", None), "epoch": getattr(held.get(sid), "epoch", None),
              "lease_age": getattr(held.get(sid), "lease_age", None),
-             "state": getattr(held.get(sid), "state", None) or s.state} for sid, s in sessions.items()]
+             "state": getattr(held.get(sid), "state", None) or s.state,
+             "limit": waiting_on(world, sid, local) if s.state == "waiting" else None} for sid, s in sessions.items()]
     machines = _machines(rows, takeovers, last, now_ms)
     _add_behind(machines, world, local)
     return clean({"machines": machines, "sessions": sorted(rows, key=lambda r: r["lease_age"] or 1e18),
