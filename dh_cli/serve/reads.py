@@ -91,11 +91,12 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
             "searched": hits is not None}
 
 
-def waiting_on(world, session_id: str, models=None) -> dict | None:
+def waiting_on(world, session_id: str, local=None) -> dict | None:
     """What a waiting session waits for: its latest limit event's label and reset time (ms
     since the epoch, None when the harness did not say), its harness, the provider that
-    refused (the event's, else the one serving the session's last model in `models`, a log
-    with model calls, by default `world`) and how many times dh launched it again so far."""
+    refused (the event's, else the one serving the last model the log `local` names, by
+    default `world`: a team world keeps no parsed records) and how many times dh launched it
+    again so far."""
     from ..events import LIMIT
 
     limits = [e for e in world.events(session_id) if e.type == LIMIT]
@@ -106,14 +107,7 @@ def waiting_on(world, session_id: str, models=None) -> dict | None:
     return {"label": details.get("label") or details.get("which") or "usage",
             "reset_ms": int(reset * 1000) if isinstance(reset, (int, float)) else None,
             "harness": session.harness, "relaunches": max(0, (session.attempts or 1) - 1),
-            "provider": details.get("provider") or provider_of(_last_model(models or world, session_id))}
-
-
-def _last_model(world, session_id: str) -> str | None:
-    """The model of the session's last model call the log knows (a team world keeps none)."""
-    calls = getattr(world, "model_call_tokens", None)
-    models = [row[0] for row in calls(session_id) if row[0]] if calls else []
-    return models[-1] if models else None
+            "provider": details.get("provider") or provider_of((local or world).last_model(session_id))}
 
 
 def _since(text: str):

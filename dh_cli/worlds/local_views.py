@@ -205,6 +205,14 @@ class LocalViews:
         return self.conn.execute("SELECT MIN(ts), MAX(ts) FROM records WHERE session_id = ?",
                                  [session_id]).fetchone()
 
+    def last_model(self, session_id: str) -> str | None:
+        """The model the session's newest record names, read from the records alone: the
+        model_calls view sorts every record's bytes (seconds on a 200k-record session), and a
+        page asks this on every refresh of a waiting session."""
+        row = self.conn.execute("SELECT model FROM records WHERE session_id = ? AND model IS NOT NULL"
+                                " ORDER BY id DESC LIMIT 1", [session_id]).fetchone()
+        return row[0] if row else None
+
     def model_call_tokens(self, session_id: str) -> Iterator[tuple]:
         """(model, then the counts of tokens.KINDS) of each model call."""
         return self.conn.execute(
