@@ -18,8 +18,9 @@ from typing import Iterator
 
 from ..models import Parsed, Session
 from ..output import clip_words
-from ..pricing import Pricer, session_cost
+from ..pricing import Pricer, calls_cost
 from ..stores import store_of
+from ..tokens import KINDS
 from ..util import iso_time
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
@@ -263,8 +264,7 @@ def stream_items(world, session: Session, full: bool = False,
 
 def view_header(world, session: Session) -> SessionView:
     """Everything but the items: events, sources, token totals and the last turn's state."""
-    view = SessionView(session=session.to_dict(), totals=world.token_totals(session.id))
-    view.totals["cost"] = session_cost(world, session.id)
+    view = SessionView(session=session.to_dict(), totals=call_totals(world, session.id))
     view.totals["resumes"] = resume_costs(world, session.id, session.harness)
     view.totals["cost"]["resume_usd"] = resume_total(view.totals["resumes"])
     view.events = [asdict(e) for e in world.events(session.id)]
@@ -274,6 +274,15 @@ def view_header(world, session: Session) -> SessionView:
         state = get_wrapper(session.harness).turn_state(_last_turn(world, session, sources[0]))
         view.turn_complete, view.dangling = state.complete, [c.id for c in state.dangling]
     return view
+
+
+def call_totals(world, session_id: str) -> dict:
+    """The session's token totals (in the kinds of tokens.py, with the number of calls) and
+    their `cost`, from one read of its model calls: the log's `model_calls` view was 1.2-1.6 s
+    a read on a 200,832-record session, read once for the totals and again for the cost."""
+    calls = list(world.model_call_tokens(session_id))
+    sums = [sum(column) for column in zip(*(call[1:] for call in calls))] or [0] * len(KINDS)
+    return {**dict(zip(KINDS, sums)), "model_calls": len(calls), "cost": calls_cost(calls)}
 
 
 def _last_turn(world, session: Session, source) -> list:

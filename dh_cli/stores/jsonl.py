@@ -45,10 +45,9 @@ class JsonlStore:
         its last), in the kinds of tokens.py, with the model of the call (which a Codex token
         record does not name)."""
         top = world.latest_generation(source.id)
-        counted = world.model_call_offsets(source.id)
-        for record in world.records(session_id, source.id, generation=top):
+        for record, counted in counted_calls(world.records(session_id, source.id, generation=top)):
             parsed = wrapper.parse(record.raw)
-            parsed.usage = None if record.offset not in counted else counts(
+            parsed.usage = None if not counted else counts(
                 input=record.tokens_in or 0, cache_read=record.tokens_cache_read or 0,
                 cache_write=record.tokens_cache_write or 0,
                 cache_write_1h=record.tokens_cache_write_1h or 0, output=record.tokens_out or 0,
@@ -186,3 +185,32 @@ def _append(path: Path, lines: list[bytes]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def counted_calls(records: Iterator[Record]) -> Iterator[tuple[Record, bool]]:
+    """Each record of one generation (in offset order) with whether the log counts it as a
+    model call, by the `model_calls` view's rule for a file source: a record with usage,
+    unless the next record that has usage or opens a turn carries the same message id (a
+    message streamed as several rows counts once, as its last row). Decided on the way, a
+    call's record held only until that next record: reading the view for the offsets took
+    2.0 s of a 200,832-record session's first trace screen (4.4 s in all)."""
+    pending: Record | None = None  # the latest record with usage, not yet decided
+    held: list[Record] = []  # the records after it, until the next one that decides
+    for record in records:
+        if record.tokens_in is None and record.turn_start != 1:
+            if pending is None:
+                yield record, False
+            else:
+                held.append(record)
+            continue
+        if pending is not None:
+            yield pending, pending.msg_id is None or record.msg_id != pending.msg_id
+            yield from ((r, False) for r in held)
+            pending, held = None, []
+        if record.tokens_in is not None:
+            pending = record
+        else:
+            yield record, False
+    if pending is not None:
+        yield pending, True
+        yield from ((r, False) for r in held)

@@ -63,6 +63,32 @@ _CALL_SUMS = """
            SUM(tokens_cache_write_1h), SUM(COALESCE(tokens_out, 0)), SUM(tokens_reasoning)
     FROM model_calls {where} GROUP BY session_id, model ORDER BY session_id, MIN(record_id)"""
 
+# One session's model calls as the model_calls view counts them, read source by source at
+# each source's latest generation through the records' (source, generation, offset) index,
+# and sorted by message id only where OpenCode's rule needs it (a message's last version
+# wins): 0.34 s for the 200,832 records of one session, against 1.2 s through the view, which
+# looks every record's generation up apart and sorts every source by message id.
+_ONE_SESSION_CALLS = """
+    WITH latest AS (
+      SELECT o.id AS source_id, o.kind, (SELECT MAX(x.generation) FROM records x
+                                         WHERE x.source_id = o.id) AS generation
+      FROM sources o WHERE o.session_id = ?),
+    marked AS (
+      SELECT {columns}, LEAD(r.msg_id) OVER (PARTITION BY r.source_id ORDER BY r."offset") AS next
+      FROM latest l JOIN records r ON r.source_id = l.source_id AND r.generation = l.generation
+      WHERE l.kind IS NOT 'opencode' AND (r.tokens_in IS NOT NULL OR r.turn_start = 1)
+      UNION ALL
+      SELECT {columns}, LEAD(r.msg_id) OVER (PARTITION BY r.source_id ORDER BY r.msg_id, r."offset")
+      FROM latest l JOIN records r ON r.source_id = l.source_id AND r.generation = l.generation
+      WHERE l.kind = 'opencode' AND (r.tokens_in IS NOT NULL OR r.turn_start = 1))
+    SELECT model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),
+           COALESCE(tokens_cache_write, 0), COALESCE(tokens_cache_write_1h, 0),
+           COALESCE(tokens_out, 0), COALESCE(tokens_reasoning, 0)
+    FROM marked WHERE tokens_in IS NOT NULL AND (msg_id IS NULL OR next IS NOT msg_id)
+    ORDER BY id""".format(columns="r.id, r.msg_id, r.model, r.tokens_in, r.tokens_cache_read,"
+                          " r.tokens_cache_write, r.tokens_cache_write_1h, r.tokens_out,"
+                          " r.tokens_reasoning")
+
 QUICK_WRITE_MS = 100  # how long a list waits for the write lock to keep the digests it made
 
 
@@ -215,10 +241,7 @@ class LocalViews:
 
     def model_call_tokens(self, session_id: str) -> Iterator[tuple]:
         """(model, then the counts of tokens.KINDS) of each model call."""
-        return self.conn.execute(
-            "SELECT model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),"
-            " COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),"
-            " tokens_reasoning FROM model_calls WHERE session_id = ?", [session_id])
+        return self.conn.execute(_ONE_SESSION_CALLS, [session_id])
 
     def model_call_usage(self) -> Iterator[tuple]:
         """(session id, harness, at, model, then the counts of tokens.KINDS, then the session's
@@ -228,11 +251,6 @@ class LocalViews:
             " COALESCE(m.tokens_cache_read, 0), COALESCE(m.tokens_cache_write, 0),"
             " m.tokens_cache_write_1h, COALESCE(m.tokens_out, 0), m.tokens_reasoning,"
             " s.harness_session_id FROM model_calls m JOIN sessions s ON s.id = m.session_id")
-
-    def model_call_offsets(self, source_id: int) -> set[int]:
-        """The offsets of the source's records that the log counts as model calls."""
-        return {row[0] for row in self.conn.execute(
-            'SELECT "offset" FROM model_calls WHERE source_id = ?', [source_id])}
 
     def last_turn_start(self, source_id: int, generation: int | None) -> int | None:
         """The offset of the last record marked as opening a turn."""
