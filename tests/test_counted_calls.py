@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dh_cli.logviews.logview import call_totals
 from dh_cli.models import Record
+from dh_cli.pricing import calls_cost
 from dh_cli.stores.jsonl import counted_calls
 from dh_cli.worlds.local import LocalWorld
 from tests.fakes.many_sessions import ROOT, import_fixtures
@@ -22,6 +24,7 @@ def _record(offset: int, msg_id: str | None = None, usage: bool = False, opens: 
                   turn_start=1 if opens else None)
 
 
+FLAT = ("claude-opus-4-8", "gpt-5")  # priced flat: the header's cost comes from their sums
 CASES = [
     _record(0, opens=True),
     _record(10, "m1", usage=True), _record(20), _record(30, "m1", usage=True),  # streamed
@@ -52,8 +55,9 @@ def test_one_sessions_calls_read_apart_are_the_views_on_the_cases_of_the_rule(tm
         for generation in (0, 1):
             conn.executemany(
                 'INSERT INTO records (session_id, source_id, generation, "offset", raw, msg_id,'
-                " model, tokens_in, tokens_out, turn_start) VALUES ('s', ?, ?, ?, '{}', ?, 'm', ?, ?, ?)",
-                [(source_id, generation, r.offset, r.msg_id, r.tokens_in, r.offset, r.turn_start)
+                " model, tokens_in, tokens_out, turn_start) VALUES ('s', ?, ?, ?, '{}', ?, ?, ?, ?, ?)",
+                [(source_id, generation, r.offset, r.msg_id, FLAT[r.offset % 20 // 10], r.tokens_in,
+                  r.offset, r.turn_start)
                  for r in (CASES[3:] if generation else CASES[:4])])
     conn.commit()
     view = conn.execute(
@@ -61,6 +65,9 @@ def test_one_sessions_calls_read_apart_are_the_views_on_the_cases_of_the_rule(tm
         " COALESCE(tokens_cache_write, 0), tokens_cache_write_1h, COALESCE(tokens_out, 0),"
         " tokens_reasoning, source_id FROM model_calls WHERE session_id = 's' ORDER BY record_id").fetchall()
     assert list(world.model_call_tokens("s")) == [row[:-1] for row in view]
+    assert call_totals(world, "s") == {**world.token_totals("s"),
+                                       "cost": calls_cost([row[:-1] for row in view])}
+    assert call_totals(world, "s")["cost"]["usd"] > 0  # priced from the sums of two models
     by_source = {n: [row[5] for row in view if row[-1] == n] for n in (1, 2)}  # output = offset
     assert by_source == {1: [30, 70, 80, 90, 100, 120], 2: [30, 70, 80, 100, 120]}
 
@@ -99,6 +106,9 @@ def test_one_sessions_calls_read_apart_are_the_views_on_every_real_fixture(tmp_p
             " tokens_reasoning FROM model_calls WHERE session_id = ? ORDER BY record_id",
             [session_id]).fetchall()
         assert list(world.model_call_tokens(session_id)) == view, (harness, session_id)
+        # the header's totals and cost: from the sums, the same as from the view's every call
+        assert call_totals(world, session_id) == {**world.token_totals(session_id),
+                                                  "cost": calls_cost(view)}
         if view:
             harnesses.add(harness)
     assert harnesses == {"claude-code", "codex", "opencode", "pi"}

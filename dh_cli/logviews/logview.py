@@ -278,11 +278,17 @@ def view_header(world, session: Session) -> SessionView:
 
 def call_totals(world, session_id: str) -> dict:
     """The session's token totals (in the kinds of tokens.py, with the number of calls) and
-    their `cost`, from one read of its model calls: the log's `model_calls` view was 1.2-1.6 s
-    a read on a 200,832-record session, read once for the totals and again for the cost."""
-    calls = list(world.model_call_tokens(session_id))
-    sums = [sum(column) for column in zip(*(call[1:] for call in calls))] or [0] * len(KINDS)
-    return {**dict(zip(KINDS, sums)), "model_calls": len(calls), "cost": calls_cost(calls)}
+    their `cost`, from its calls summed per model (each call read only for a model priced in
+    tiers or not priced): through the log's `model_calls` view, once for the totals and again
+    for the cost, they took 2.9 s of a 200,832-record session's trace screen; this, 0.43 s."""
+    sums, pricer = world.model_call_sums(session_id), Pricer()
+    totals = [sum(column) for column in zip(*(s[2:] for s in sums))] or [0] * len(KINDS)
+    if not all(pricer.known(model) and pricer.flat(model) for model, *_ in sums):
+        calls = world.model_call_tokens(session_id)  # tiers, or calls to count unpriced
+    else:
+        calls = [(model, *counted) for model, _, *counted in sums]
+    return {**dict(zip(KINDS, totals)), "model_calls": sum(s[1] for s in sums),
+            "cost": calls_cost(calls, pricer)}
 
 
 def _last_turn(world, session: Session, source) -> list:

@@ -81,13 +81,13 @@ _ONE_SESSION_CALLS = """
       SELECT {columns}, LEAD(r.msg_id) OVER (PARTITION BY r.source_id ORDER BY r.msg_id, r."offset")
       FROM latest l JOIN records r ON r.source_id = l.source_id AND r.generation = l.generation
       WHERE l.kind = 'opencode' AND (r.tokens_in IS NOT NULL OR r.turn_start = 1))
-    SELECT model, COALESCE(tokens_in, 0), COALESCE(tokens_cache_read, 0),
-           COALESCE(tokens_cache_write, 0), COALESCE(tokens_cache_write_1h, 0),
-           COALESCE(tokens_out, 0), COALESCE(tokens_reasoning, 0)
-    FROM marked WHERE tokens_in IS NOT NULL AND (msg_id IS NULL OR next IS NOT msg_id)
-    ORDER BY id""".format(columns="r.id, r.msg_id, r.model, r.tokens_in, r.tokens_cache_read,"
-                          " r.tokens_cache_write, r.tokens_cache_write_1h, r.tokens_out,"
-                          " r.tokens_reasoning")
+    SELECT {{shown}} FROM marked
+    WHERE tokens_in IS NOT NULL AND (msg_id IS NULL OR next IS NOT msg_id)
+    {{order}}""".format(columns="r.id, r.msg_id, r.model, r.tokens_in,"
+                                         " r.tokens_cache_read, r.tokens_cache_write,"
+                                         " r.tokens_cache_write_1h, r.tokens_out, r.tokens_reasoning")
+_CALL_COUNTS = [f"COALESCE({c}, 0)" for c in ("tokens_in", "tokens_cache_read", "tokens_cache_write",
+                                              "tokens_cache_write_1h", "tokens_out", "tokens_reasoning")]
 
 QUICK_WRITE_MS = 100  # how long a list waits for the write lock to keep the digests it made
 
@@ -241,7 +241,16 @@ class LocalViews:
 
     def model_call_tokens(self, session_id: str) -> Iterator[tuple]:
         """(model, then the counts of tokens.KINDS) of each model call."""
-        return self.conn.execute(_ONE_SESSION_CALLS, [session_id])
+        return self.conn.execute(_ONE_SESSION_CALLS.format(shown=f"model, {', '.join(_CALL_COUNTS)}",
+                                                          order="ORDER BY id"),
+                                 [session_id])
+
+    def model_call_sums(self, session_id: str) -> list[tuple]:
+        """(model, calls, then the sums of tokens.KINDS) of each model the session called,
+        in the order of their first calls."""
+        return self.conn.execute(_ONE_SESSION_CALLS.format(
+            shown=f"model, COUNT(*), {', '.join(f'SUM({c})' for c in _CALL_COUNTS)}",
+            order="GROUP BY model ORDER BY MIN(id)"), [session_id]).fetchall()
 
     def model_call_usage(self) -> Iterator[tuple]:
         """(session id, harness, at, model, then the counts of tokens.KINDS, then the session's
