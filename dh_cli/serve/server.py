@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +51,7 @@ def page_url(host: str, port: int, query: str = "") -> str:
 def serve(log: Path, host: str, port: int, world: str | None, url: str | None,
           say: Callable[[str], None], open_browser: bool = False) -> None:
     from .app import Options, create_app
+    from .reads import warm
 
     if not log.exists():
         raise LogDbError(f"there is no log at {log} yet", hint="run a harness under dh first (dh run …)")
@@ -61,6 +63,7 @@ def serve(log: Path, host: str, port: int, world: str | None, url: str | None,
     port = sock.getsockname()[1]
     guard = Guard(host, port, new_token())
     app = create_app(Options(log, guard, world, url))
+    threading.Thread(target=warm, name="dh-serve-warm", daemon=True).start()
     say(f"dh serve: {page_url(host, port, 'token=' + guard.token)}  (the token is printed this once)")
     folder = _open_in_browser(page_url(host, port, "code=" + guard.one_time_code())) if open_browser else None
     try:
