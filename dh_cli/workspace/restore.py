@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..pathrule import Refused, checked_relpath, inside, under
 from ..errors import UsageError
-from .objects import DIR, FILE, LINK, TreeEntry, blob_hash, parse_tree
+from .objects import DIR, FILE, LINK, TreeEntry, blob_hash, file_hash, parse_tree
 from .scan import Rules, list_cwd, git_dirs
 from .store import Snapshot, store_for
 
@@ -129,7 +129,7 @@ def flat_dir(cwd: str, rules: Rules) -> Flat:
         if not e.note:
             try:
                 full = os.path.join(cwd, e.path)
-                digest = blob_hash(os.fsencode(os.readlink(full)) if e.link else _read(full))
+                digest = blob_hash(os.fsencode(os.readlink(full))) if e.link else _hash(full)
             except OSError:
                 pass
         out[e.path] = TreeEntry(e.path.rsplit("/", 1)[-1], LINK if e.link else "f", e.mode,
@@ -279,7 +279,9 @@ def _safe_folder(target: str, path: str) -> str:
     return folder
 
 
-def _read(path: str) -> bytes:
+def _hash(path: str) -> str:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    try:
+        return file_hash(fd)
+    finally:
+        os.close(fd)
