@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Iterable
 
 from ..errors import WorldError
@@ -48,8 +49,36 @@ def _hex_ids(span: dict) -> None:
             span[key] = base64.b64decode(span[key]).hex()
 
 
+SEND_DEADLINE = 60.0  # seconds one batch of spans may take to be sent and answered
+ANSWER_BYTES = 64 << 10  # what is read of an endpoint's answer: its status decides
+
+
+def _bounded_session():
+    """A requests session that sends to the endpoint named and nowhere else (a redirect is an
+    answer, not followed) and reads at most ANSWER_BYTES of what it answers (a 3 GB answer
+    was read whole into memory)."""
+    import requests
+
+    class Bounded(requests.Session):
+        status: int | None = None  # of the last answer: the SDK takes any status under 400
+
+        def request(self, method, url, **kwargs):
+            kwargs.update(allow_redirects=False, stream=True)
+            response = super().request(method, url, **kwargs)
+            self.status = response.status_code
+            try:
+                response._content = response.raw.read(ANSWER_BYTES, decode_content=True) or b""
+            finally:
+                response.close()
+            return response
+
+    return Bounded()
+
+
 class _Checked:
-    """The SDK's OTLP/HTTP exporter, with a failed send raised as one clear error."""
+    """The SDK's OTLP/HTTP exporter, with a failed send raised as one clear error, each
+    batch within SEND_DEADLINE (the SDK's timeout bounds each read, so an endpoint that
+    answers one byte at a time held `dh log trace` for ever)."""
 
     def __init__(self, endpoint: str, headers: dict | None):
         import logging
@@ -59,14 +88,28 @@ class _Checked:
         # its retries log to stderr; a failed send is one Error line, from export() below
         logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.CRITICAL)
 
-        self.endpoint, self.inner = endpoint, OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=10)
+        self.endpoint = endpoint
+        self.session = _bounded_session()
+        self.inner = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=10,
+                                      session=self.session)
         self.sent = 0
 
     def export(self, spans):
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        spans = list(spans)
-        result = self.inner.export(spans)
+        spans, done = list(spans), []
+        sender = threading.Thread(target=lambda: done.append(self.inner.export(spans)),
+                                  name="dh-otlp-send", daemon=True)
+        sender.start()
+        sender.join(SEND_DEADLINE)
+        if not done:
+            raise WorldError(f"the OTLP endpoint {self.endpoint} did not answer within"
+                             f" {SEND_DEADLINE:g} s", hint="check that the collector runs and is not overloaded")
+        result = done[0]
+        if result is SpanExportResult.SUCCESS and not 200 <= (self.session.status or 200) < 300:
+            raise WorldError(f"the OTLP endpoint {self.endpoint} answered {self.session.status}"
+                             " (dh follows no redirect): the spans were not taken",
+                             hint="give the collector's own URL")
         if result is not SpanExportResult.SUCCESS:
             raise WorldError(f"the OTLP endpoint {self.endpoint} did not take the spans",
                              hint="check the URL (e.g. http://127.0.0.1:6006/v1/traces) and that the collector runs")
