@@ -138,3 +138,14 @@ def test_a_read_only_log_is_listed_alike_and_left_as_it_is(run_dh, tmp_path):
     listed = list_sessions(reader, ListFilter())
     assert reader.conn.execute("SELECT COUNT(*) FROM session_digests").fetchone()[0] == 0
     assert listed == list_sessions(LocalWorld(), ListFilter())
+
+
+def test_the_native_files_of_some_sessions_are_theirs_in_the_whole_logs(run_dh, tmp_path):
+    """A page of the list looks up where its own sessions' harness files are (to tell which
+    the harness lost): the same as the whole log's lookup says of them."""
+    _import_all(run_dh, tmp_path)
+    world = LocalWorld()
+    everything = world.native_mains()
+    some = sorted(everything)[:2]
+    assert len(everything) > 2 and world.native_mains(some) == {sid: everything[sid] for sid in some}
+    assert world.native_mains([]) == {}

@@ -85,13 +85,15 @@ def list_page(world, filters: Filters, holdings: dict | None = None) -> dict:
     hits = _search(world, filters) if filters.q else None
     if hits is not None:
         rows = [r for r in rows if r["id"] in hits]
-    rows = _with_states(world, rows, holdings or {})
     if filters.state:
-        rows = [r for r in rows if r["shown_state"] == filters.state
+        rows = [r for r in _with_states(world, rows, holdings or {}) if r["shown_state"] == filters.state
                 or r["shown_state"].startswith((filters.state + " ", filters.state + ","))]
     pages = max(1, -(-len(rows) // PAGE))
     page = min(filters.page, pages)
-    shown = describe(world, rows[(page - 1) * PAGE:page * PAGE])
+    shown = rows[(page - 1) * PAGE:page * PAGE]
+    if not filters.state:  # each session's lock looked at for the page's rows alone
+        shown = _with_states(world, shown, holdings or {})
+    shown = describe(world, shown, with_resumes=False)
     kept = world.resumes_kept([r["id"] for r in shown]) if shown else {}
     for row in shown:  # describe() counted its turns (sessionlist.turn_counts)
         row["limit"] = waiting_on(world, row["id"]) if row["shown_state"].startswith("waiting") else None

@@ -18,9 +18,12 @@ from .restore_files import file_lost
 ROW_KINDS = frozenset({"opencode"})  # a database for all sessions (stores/opencode.py)
 
 
-def native_mains(world) -> dict[str, tuple]:
-    """Log.native_mains, or nothing for a team world (it has no places)."""
-    return getattr(world, "native_mains", dict)()
+def native_mains(world, session_ids: list[str] | None = None) -> dict[str, tuple]:
+    """Log.native_mains (of every session, or of those named), or nothing for a team world
+    (it has no places)."""
+    if not hasattr(world, "native_mains"):
+        return {}
+    return world.native_mains(session_ids)
 
 
 def lost_sessions(world, wanted: set[str] | None = None, mains: dict | None = None) -> dict[str, str]:

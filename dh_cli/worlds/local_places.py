@@ -106,15 +106,19 @@ class LocalPlaces:
                                 [source_id]).fetchone()
         return row[0] if row else None
 
-    def native_mains(self) -> dict[str, tuple]:
+    def native_mains(self, session_ids: list[str] | None = None) -> dict[str, tuple]:
         """session id -> (harness, harness id, home, kind, path, logged size, argv) of the first
-        source of every session placed on this machine, its path the one this machine's mirror
-        read: one query for a whole list, to tell which sessions the harness lost."""
+        source of every session placed on this machine (or of those named, up to 500), its
+        path the one this machine's mirror read: one query for a whole list, to tell which
+        sessions the harness lost."""
+        named = session_ids is not None and len(session_ids) <= 500  # SQLite's bound values
+        where = f"WHERE session_id IN ({', '.join('?' * len(session_ids))})" if named else ""
         rows = self.conn.execute(
             "SELECT o.session_id, s.harness, s.harness_session_id, p.home, o.kind, m.path, o.offset,"
-            " p.argv FROM (SELECT MIN(rowid) AS first FROM sources GROUP BY session_id) f"
+            f" p.argv FROM (SELECT MIN(rowid) AS first FROM sources {where} GROUP BY session_id) f"
             " JOIN sources o ON o.rowid = f.first JOIN places p ON p.session_id = o.session_id"
-            " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id")
+            " JOIN sessions s ON s.id = o.session_id JOIN mirrored_paths m ON m.source_id = o.id",
+            session_ids if named else [])
         return {row[0]: tuple(row[1:]) for row in rows}
 
     def lock_native(self, harness: str, key: str):
