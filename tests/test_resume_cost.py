@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.logviews.costs import costs, zone
+from dh_cli.logviews.render import money
 from dh_cli.logviews.resumecost import _input_cost, _split, likely_recache
 from dh_cli.tokens import Usage
 from dh_cli.pricing import Pricer
@@ -18,7 +20,8 @@ from dh_cli.wrappers import get
 from .conftest import fixture_home
 from .fakes.model_server import FakeModelServer
 from .helpers.prices import input_price
-from .rig import SCRIPT, Rig
+from .helpers.resumed_logs import CAPTURED, PRICED, resumed_home
+from .rig import SCRIPT, Rig, dh
 
 
 @pytest.fixture
@@ -87,3 +90,49 @@ def test_a_hand_run_resume_past_the_cache_lifetime_says_what_it_will_likely_re_c
                                f"152k tokens to the cache again (${usd:.2f})"), lines
     fresh = rig.dh("resume", session["id"], "--prompt", "go on")
     assert fresh.returncode == 0 and "prompt cache" not in fresh.stderr.decode(), fresh.stderr.decode()
+
+
+# what `dh log cost` and the cost page say resumes re-cached and saved ---------------------------
+def _resumed_log(captured: Path, tmp_path: Path) -> dict:
+    return {"DH_HOME": str(resumed_home(captured, tmp_path / "dh-home"))}
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_log_cost_says_what_each_resume_re_cached_and_saved_as_log_show_does(captured, tmp_path):
+    """The cost table prices the resumes from the calls it reads, `dh log show` from every
+    record of the session: the same amounts, for each session and in the total."""
+    env = _resumed_log(captured, tmp_path)
+    (listed,) = json.loads(dh("log", "list", "--json", env=env).stdout)
+    shown = json.loads(dh("log", "show", listed["id"], "--json", env=env).stdout)["totals"]["cost"]
+    report = json.loads(dh("log", "cost", "--by", "session", "--json", env=env).stdout)
+    (row,) = report["rows"]
+    assert shown["crashes"] == 1 and (shown["saved_usd"] is None) == (shown["usd"] is None)
+    assert row["saved_usd"] == report["totals"]["saved_usd"] == shown["saved_usd"]
+    assert row["recache_usd"] == report["totals"]["recache_usd"] == shown["resume_usd"]
+    by_day = json.loads(dh("log", "cost", "--json", env=env).stdout)["totals"]
+    assert (by_day["saved_usd"], by_day["recache_usd"]) == (row["saved_usd"], row["recache_usd"])
+
+
+def test_the_cost_table_shows_re_cache_and_saved_only_for_a_log_with_resumes(tmp_path):
+    env = _resumed_log(PRICED, tmp_path)
+    header, row, total = dh("log", "cost", env=env).stdout.splitlines()
+    report = json.loads(dh("log", "cost", "--json", env=env).stdout)["totals"]
+    assert report["saved_usd"] > 0 and report["recache_usd"] > 0
+    assert header.split()[-2:] == ["RE-CACHE", "SAVED"]
+    assert total.split()[-2:] == [money(report["recache_usd"]), money(report["saved_usd"])]
+    plain = {"DH_HOME": str(tmp_path / "plain")}
+    home = fixture_home("claude-code", "basic", tmp_path)
+    assert dh("import", "claude", "--all", "--home", str(home), env=plain).returncode == 0
+    assert "SAVED" not in dh("log", "cost", env=plain).stdout
+
+
+def test_the_costs_of_resumes_read_no_record(tmp_path, monkeypatch):
+    """Pricing the resumes reads the calls the table reads anyway and the journal: reading a
+    relaunched session's records (its every model call parsed again) is refused here."""
+    _resumed_log(PRICED, tmp_path)
+    world = LocalWorld(tmp_path / "dh-home" / "dh.db")
+    expected = costs(world, ["session"], zone("UTC"))["totals"]
+    for name in ("records", "read_rows", "read_records", "raw_lines", "raw_batches"):
+        monkeypatch.setattr(LocalWorld, name, lambda *a, **k: pytest.fail("a record was read"))
+    assert costs(world, ["session"], zone("UTC"))["totals"] == expected
+    assert expected["saved_usd"] > 0 and expected["recache_usd"] > 0

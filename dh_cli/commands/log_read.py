@@ -210,7 +210,9 @@ def log_cost(
 
     Each call is counted once, its tokens in one vocabulary for every harness (uncached input,
     cache reads, 5-minute and 1-hour cache writes, output with its reasoning) and priced from
-    the genai-prices table; a model the table does not know is counted but not priced.
+    the genai-prices table; a model the table does not know is counted but not priced. When dh
+    relaunched a session, RE-CACHE is the input of each resume's first call and SAVED the calls
+    of a cut turn a resume kept from being billed again, in the group of each call.
 
     Example:
       $ dh log cost

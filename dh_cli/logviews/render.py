@@ -262,6 +262,10 @@ def cost_table(report: dict) -> None:
     header = [*groups, "CALLS", "IN", "CACHE READ", "CACHE WRITE", "OUT", "REASONING", "COST"]
     lines = [_cost_cells([row[g] for g in report["by"]], row) for row in report["rows"]]
     lines.append(_cost_cells(["total"] + [""] * (len(groups) - 1), report["totals"]))
+    if report["totals"].get("recache_usd") != 0 or report["totals"].get("saved_usd") != 0:  # a relaunch
+        header += ["RE-CACHE", "SAVED"]
+        rows = [*report["rows"], report["totals"]]
+        lines = [[*cells, money(row["recache_usd"]), money(row["saved_usd"])] for cells, row in zip(lines, rows)]
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     text = [_row(header, widths).rstrip()] + [_row(cells, widths).rstrip() for cells in lines]
     output.out.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)

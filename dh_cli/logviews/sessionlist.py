@@ -18,7 +18,7 @@ from ..tokens import KINDS
 from ..stores.lost import lost_sessions, native_mains, restore_command
 from ..pricing import PRICE_FILE, Pricer, calls_cost
 from ..worlds.rows import decode_raw
-from .resumecost import resume_costs, resume_total
+from .resumecost import continuations, resume_costs, resume_total
 
 MIN_PREFIX = 4  # shorter prefixes than this would read as typos, not ids
 TITLE_CHARS = 200
@@ -94,18 +94,6 @@ def turn_counts(world, session_ids: list[str]) -> dict[str, int]:
     starts, cuts = world.turn_marks(session_ids if len(session_ids) <= 500 else None)
     return {sid: len(starts.get(sid, ())) - len(continuations(starts.get(sid, []), cuts.get(sid, [])))
             for sid in session_ids}
-
-
-def continuations(starts: list[str], cuts: list[str]) -> set[int]:
-    """Which of a conversation's turn starts (their times, in the source's order) went on
-    with a cut turn: after each resume of a cut turn, the first start written at or after it,
-    when one came before the cut."""
-    found = set()
-    for cut in cuts:
-        first = next((i for i, at in enumerate(starts) if at >= cut), None)
-        if first:  # neither None nor 0: a turn was open when the resume was planned
-            found.add(first)
-    return found
 
 
 def picker_hidden(mains: dict[str, tuple]) -> dict[str, str]:

@@ -17,14 +17,25 @@ def timeline(events: list[dict]) -> list[dict]:
     """Marks for the timeline strip, in event order: attempt, crash, stop, exit, repair,
     resume, takeover, rebuild, rewrite, fatal. Intents that a later outcome describes better (a
     `repair` followed by its `repaired`) are folded into that outcome."""
+    return [{"at": event["at"], "attempt": event["attempt"], "seq": event["seq"], "title": _details(event),
+             **mark} for event, mark in _marked(events)]
+
+
+def crash_times(events: list[dict]) -> list[str]:
+    """When each crash mark of timeline() happened (without the marks' titles: writing each
+    event's details out was 0.6 s of the cost page of 2,000 relaunched sessions)."""
+    return [event["at"] for event, mark in _marked(events) if mark["kind"] == "crash"]
+
+
+def _marked(events: list[dict]):
+    """(event, its mark) of each event that makes one."""
     repaired = {e["details"].get("call_id") for e in events if e["type"] == REPAIRED}
-    marks = []
+    marks: list[dict] = []
     for event in events:
         mark = _mark(event, repaired, marks)
         if mark:
-            marks.append({"at": event["at"], "attempt": event["attempt"], "seq": event["seq"],
-                          "title": _details(event), **mark})
-    return marks
+            marks.append(mark)
+            yield event, mark
 
 
 def _mark(event: dict, repaired: set, marks: list[dict]) -> dict | None:

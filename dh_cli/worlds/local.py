@@ -20,6 +20,7 @@ from .base import group_marks
 from .local_conn import LocalConnection, db_error
 from .local_places import LocalPlaces, check_ref
 from .local_records import READ_ROWS, LocalRecords, insert_rows
+from .local_resumes import LocalResumes
 from .local_views import LocalViews
 from .local_workspace import LocalWorkspace
 from .rows import (DEFLATE, LZ4, RECORD_COLUMNS, SESSION_COLUMNS, SOURCE_COLUMNS, STORED_RAW, column,
@@ -56,7 +57,7 @@ def _decide_place(conn, session_id: str, home: str | None, cwd: str | None,
                      [session_id, home, cwd, now_iso(), argv])
 
 
-class LocalWorld(LocalRecords, LocalViews, LocalPlaces, LocalWorkspace, LocalConnection):
+class LocalWorld(LocalRecords, LocalViews, LocalResumes, LocalPlaces, LocalWorkspace, LocalConnection):
     """The SQLite log. `path=None` means `$DH_HOME/dh.db`."""
 
     name = "local"

@@ -254,12 +254,12 @@ class LocalViews:
 
     def model_call_usage(self) -> Iterator[tuple]:
         """(session id, harness, at, model, then the counts of tokens.KINDS, then the session's
-        native id) of every model call in the log."""
+        native id and the call's source id) of every model call in the log."""
         return self.conn.execute(
             "SELECT m.session_id, m.harness, m.at, m.model, COALESCE(m.tokens_in, 0),"
             " COALESCE(m.tokens_cache_read, 0), COALESCE(m.tokens_cache_write, 0),"
             " m.tokens_cache_write_1h, COALESCE(m.tokens_out, 0), m.tokens_reasoning,"
-            " s.harness_session_id FROM model_calls m JOIN sessions s ON s.id = m.session_id")
+            " s.harness_session_id, m.source_id FROM model_calls m JOIN sessions s ON s.id = m.session_id")
 
     def last_turn_start(self, source_id: int, generation: int | None) -> int | None:
         """The offset of the last record marked as opening a turn."""
