@@ -5,6 +5,10 @@
   first contentful paint, and to the server's response; baseline: the same page's HTML, CSS
   and JS saved and served as static files by Python's http.server (what is left is dh's
   own work). Goal: under a second.
+- the cost page of a log of --relaunched sessions killed mid-turn and resumed by dh (copies of
+  a captured real one), in process: with what the resumes re-cached and saved, against the
+  same page with the resumes' journals hidden; and what reading each session's records (as
+  `dh log show` prices them) would add.
 - peak RSS of the dh serve process while one browser-less client reads the SSE stream of a
   session of --records records from its start (the catch-up a reconnecting page does);
   baselines: the same process idle before it, and `dh log show --json` of that session
@@ -27,7 +31,8 @@ bench; the first trace screen spends nearly all its time in three reads of the l
 `model_calls` view (13-16 s each at 200k records: token totals, prices, the store's
 model-call offsets), which no page-side change removes.
 
-Run: python bench/bench_serve.py [--sessions 10000] [--records 200000] [--only list|stream|export]"""
+Run: python bench/bench_serve.py [--sessions 10000] [--relaunched 2000] [--records 200000]
+     [--only list|cost|stream|export]"""
 
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ import functools
 import http.server
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -117,6 +123,45 @@ def bench_list(work: Path, sessions: int) -> None:
     print(f"list of {count:,} sessions: first paint {dh_paint:.0f} ms (response {dh_response:.0f} ms);"
           f" baseline, the same page as static files: {base_paint:.0f} ms (response {base_response:.0f} ms);"
           f" goal < 1000 ms", flush=True)
+
+
+def bench_cost(work: Path, relaunched: int) -> None:
+    """The cost page of a log of `relaunched` sessions each killed mid-turn and resumed by dh
+    (copies of a captured real one), in process: with what the resumes re-cached and saved
+    against the same page with the resumes' journals hidden (their columns then $0), and for
+    scale, what reading each session's records (as `dh log show` prices its resumes) takes."""
+    from dh_cli.logviews.logview import stream_items
+    from dh_cli.logviews.resumecost import resume_costs
+    from dh_cli.worlds.local import LocalWorld
+    from tests.helpers.resumed_logs import PRICED, resumed_home
+    from tests.helpers.serve import in_process
+
+    home = resumed_home(PRICED, work / "cost-home")
+    with sqlite3.connect(home / "dh.db") as db:  # copies are named ID-cN; its UUID may look like one
+        db.execute("UPDATE sessions SET harness_session_id = 'captured'")
+    count = copy_sessions(home / "dh.db", relaunched)
+    client, journals = in_process(home), LocalWorld.resumed_journals
+    assert client.get("/cost").status_code == 200  # the log in the OS cache
+    timed: dict[str, list[float]] = {"with": [], "without": []}
+    for _ in range(5):
+        for name in timed:
+            LocalWorld.resumed_journals = journals if name == "with" else (lambda self: {})
+            started = time.perf_counter()
+            assert client.get("/cost").status_code == 200
+            timed[name].append(time.perf_counter() - started)
+    LocalWorld.resumed_journals = journals
+    world = LocalWorld(home / "dh.db", read_only=True)
+    started = time.perf_counter()
+    for session in world.list_sessions():
+        found = world.get_session(session["id"])
+        resume_costs(world, found.id, found.harness)
+        for _ in stream_items(world, found, savings={}):
+            pass
+    records = time.perf_counter() - started
+    with_, without = (sorted(v)[len(v) // 2] * 1000 for v in timed.values())
+    print(f"cost page of {count:,} relaunched sessions: {with_:.0f} ms with re-cache and saved, {without:.0f} ms"
+          f" without ({with_ / without:.2f}x); each session's records read instead: {records * 1000:.0f} ms more",
+          flush=True)
 
 
 def big_session(work: Path, records: int) -> tuple[Path, dict, str]:
@@ -229,12 +274,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--only", choices=["list", "stream", "export"])
+    parser.add_argument("--relaunched", type=int, default=2_000)
+    parser.add_argument("--only", choices=["list", "cost", "stream", "export"])
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dh-bench-serve-"))
     try:
         if args.only in (None, "list"):
             bench_list(work, args.sessions)
+        if args.only in (None, "cost"):
+            bench_cost(work, args.relaunched)
         if args.only in (None, "stream"):
             bench_stream(work, args.records)
         if args.only in (None, "export"):

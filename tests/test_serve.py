@@ -364,6 +364,27 @@ def test_the_cost_page_sums_what_dh_log_cost_sums_and_filters_by_day(served):
     assert '<a href="/cost"' in client.get("/").text
 
 
+def test_the_cost_page_shows_what_resumes_re_cached_and_saved_as_dh_log_cost_does(tmp_path):
+    """Beside each table's cost, on a log of a session killed mid-turn and resumed by dh."""
+    from dh_cli.logviews.render import money
+
+    from .helpers.resumed_logs import PRICED, resumed_home
+    from .rig import dh
+
+    dh_home = resumed_home(PRICED, tmp_path / "dh-home")
+    client = in_process(dh_home)
+    page = client.get("/cost").text
+    for name in ("day", "model", "harness", "session"):
+        cli = json.loads(dh("log", "cost", "--by", name, "--json", env={"DH_HOME": str(dh_home)}).stdout)
+        table = re.search(rf'<table class="cost" id="by-{name}">.*?</table>', page, re.S).group(0)
+        for kind in ("recache", "saved"):
+            cells = re.findall(rf'<td class="num {kind}">([^<]+)<', table)
+            assert cells == [money(r[f"{kind}_usd"]) for r in cli["rows"]], (name, kind)
+    assert cli["totals"]["saved_usd"] > 0 and cli["totals"]["recache_usd"] > 0
+    assert re.search(r'id="total-saved">([^<]+)<', page).group(1) == money(cli["totals"]["saved_usd"])
+    assert re.search(r'id="total-recache">([^<]+)<', page).group(1) == money(cli["totals"]["recache_usd"])
+
+
 def test_a_waiting_session_shows_its_limit_in_the_list_and_its_page(tmp_path):
     """Its limit, its harness and provider (the fixture's model is Claude's), when it goes on (for the page's countdown) and how many
     relaunches so far, as the log's limit event and the session's row say."""

@@ -259,6 +259,34 @@ def test_the_cost_page_shows_the_totals_of_dh_log_cost(served, page):
     assert page.locator("svg#cost-chart rect.bar").count() == len(cli["rows"])
 
 
+def test_the_cost_page_shows_the_re_cache_and_savings_of_dh_log_cost(tmp_path, page):
+    """A log of a real Claude Code session killed mid-turn and resumed by dh."""
+    import json
+    import os
+
+    from dh_cli.logviews.render import money
+
+    from .helpers.resumed_logs import PRICED, resumed_home
+    from .rig import dh
+
+    dh_home = resumed_home(PRICED, tmp_path / "dh-home")
+    cli = json.loads(dh("log", "cost", "--by", "session", "--json", env={"DH_HOME": str(dh_home)}).stdout)
+    server = Served({**os.environ, "DH_HOME": str(dh_home), "XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    try:
+        page.goto(server.url)
+        page.click("header.top nav a[href='/cost']")
+        page.wait_for_url(re.compile(r"/cost$"))
+        assert cli["totals"]["saved_usd"] > 0 and cli["totals"]["recache_usd"] > 0
+        assert page.locator("#total-saved").inner_text() == money(cli["totals"]["saved_usd"])
+        assert page.locator("#total-recache").inner_text() == money(cli["totals"]["recache_usd"])
+        row = page.locator("#by-session tbody tr")
+        assert row.count() == len(cli["rows"]) == 1
+        assert row.locator("td.saved").inner_text() == money(cli["rows"][0]["saved_usd"])
+        assert row.locator("td.recache").inner_text() == money(cli["rows"][0]["recache_usd"])
+    finally:
+        server.stop()
+
+
 # the page's calls of the Notification API, recorded (headless Chromium shows none itself)
 RECORD_NOTIFICATIONS = """window.__shown = [];
 window.Notification = class { constructor(title, options) { window.__shown.push(title); }
