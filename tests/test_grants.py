@@ -13,7 +13,8 @@ import os
 import pytest
 
 from dh_cli import events
-from dh_cli.resume.grants import needed, withheld
+from dh_cli.errors import UsageError
+from dh_cli.resume.grants import granting, local_flags, needed, withheld
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.grants import ALL, ASK, AUTO, EDITS, Grant, flags_for, granted
@@ -151,3 +152,37 @@ def test_fewer_is_refused_too(tmp_path):
     refused = dh("resume", sid, "--cwd", str(tmp_path), env=env, cwd=tmp_path)
     assert refused.returncode == 6, refused.stderr
     assert '["--permission-mode", "acceptEdits", "--dangerously-skip-permissions"]' in refused.stderr
+
+
+# --grant: the user's word on this machine's command line ----------------------------------
+def test_a_grant_given_adds_each_harness_s_own_flags_where_local_flags_grant_less():
+    mine = {"claude": ["--permission-mode", "acceptEdits", "--allowedTools", "Bash(git *)", "--model", "x"],
+            "codex": ["--sandbox", "workspace-write"], "opencode": ["--auto"]}
+    flags = granting(mine, AUTO)
+    # the level flag swapped, the tools and other flags kept; under the harness's own name
+    assert flags["claude-code"] == ["--allowedTools", "Bash(git *)", "--model", "x",
+                                    "--permission-mode", "auto"]
+    assert flags["codex"] == ["--approve-for-me"]  # not beside --sandbox
+    assert flags["opencode"] == ["--auto"]  # already all
+    for name in ("claude-code", "codex", "opencode", "pi"):
+        wrapper = get_wrapper(name)
+        assert granted(wrapper, local_flags(flags, wrapper)).covers(Grant(AUTO)), name
+    assert granting(mine, None) == mine and granting(mine, ASK) == mine
+
+
+def test_a_grant_not_a_level_is_one_error():
+    with pytest.raises(UsageError, match="--grant 'most' is not a level"):
+        granting({}, "most")
+
+
+def test_resume_runs_with_the_grant_given_and_the_refusal_names_it(tmp_path):
+    sid, env = imported(tmp_path, "claude-code", ["-p", "--dangerously-skip-permissions", "hi"])
+    (tmp_path / "here").mkdir()
+    refused = dh("resume", sid, "--cwd", str(tmp_path / "here"), "--grant", "edits", env=env,
+                 cwd=tmp_path / "here")
+    assert refused.returncode == 6, refused.stderr
+    assert "(or give --grant all)" in refused.stderr and not (tmp_path / "launched").exists()
+    resumed = dh("resume", sid, "--cwd", str(tmp_path / "here"), "--grant", "all", env=env,
+                 cwd=tmp_path / "here")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "--dangerously-skip-permissions" in (tmp_path / "launched").read_text().splitlines()

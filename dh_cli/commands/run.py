@@ -12,6 +12,7 @@ from .. import output
 from ..confine import place
 from ..errors import NativeStateError, UsageError
 from ..wrappers.replay import parse_overrides
+from ..resume.grants import granting
 from ..resume.plan import resume_session, start_run
 from ..supervisor.launch import default_env
 from ..supervisor.policy import PolicyConfig
@@ -30,11 +31,12 @@ UrlOpt = Annotated[Optional[str], typer.Option("--url", help=team.URL_HELP)]
 LeaseTtlOpt = Annotated[Optional[float], typer.Option("--lease-ttl", help="Seconds the session's lease in the world lives without a heartbeat (default 15, or the config's lease_ttl)")]
 LeaseEpochOpt = Annotated[Optional[int], typer.Option("--lease-epoch", hidden=True, help="(dh worker) the epoch it claimed for this resume")]
 OnLimitOpt = Annotated[Optional[str], typer.Option("--on-limit", help="wait|stop: when the provider refuses the turn for a usage or rate limit, wait for its reset and go on (default), or stop")]
+GrantOpt = Annotated[Optional[str], typer.Option("--grant", help="ask|edits|auto|all: let a session from elsewhere run here with up to this much permission, adding the harness's own flags for it where local_flags grant less")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="The prompt sent on resume (default: continue where it left off)")]
 
 
 def _options(stall, restarts, grace, replay, supervise=True, world=None, url=None, ttl=None,
-             lease=None, adopt_epoch=None, on_limit=None) -> RunOptions:
+             lease=None, adopt_epoch=None, on_limit=None, grant=None) -> RunOptions:
     """Flags given on the command line win over the environment, the config file and the
     defaults (None means "not given"); see dh_cli/config.py."""
     flags = {"stall_timeout": stall, "restart.max_restarts": restarts, "tool_grace": grace,
@@ -51,7 +53,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
                       supervise=supervise, on_limit=s.on_limit, notice=output.note,
-                      local_flags=dict(s.local_flags),
+                      local_flags=granting(s.local_flags, grant),
                       link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 
@@ -108,6 +110,7 @@ def resume_command(
     lease_epoch: LeaseEpochOpt = None,
     on_limit: OnLimitOpt = None,
     at_reset: Annotated[bool, typer.Option("--at-reset", help="A session stopped on a provider's limit: wait for the reset dh recorded, then resume")] = False,
+    grant: GrantOpt = None,
 ) -> None:
     """Resume a session from the log: restore its native state, repair the cut step, relaunch.
 
@@ -120,7 +123,7 @@ def resume_command(
         raise UsageError("--url needs --world", hint="e.g. dh resume SESSION --world postgres --url URL")
     ask = ResumeAsk(session, world_name, url, prompt, cwd, steal, wait, lease_ttl, lease_epoch, at_reset)
     options = partial(_options, stall_timeout, max_restarts, tool_grace, replay,
-                      supervise=not no_supervise, on_limit=on_limit)
+                      supervise=not no_supervise, on_limit=on_limit, grant=grant)
     world = LocalWorld()
     raise typer.Exit(resume_with_worlds(world, ask, options, _relaunch(world, prompt, cwd, workspace),
                                         output.note))

@@ -19,25 +19,30 @@ def worker_command(
     lease_ttl: Annotated[Optional[float], typer.Option("--lease-ttl", help="TTL of the leases it takes (default 15, or the config's lease_ttl)")] = None,
     root: Annotated[Optional[list[str]], typer.Option("--root", help="Run sessions only under this folder (repeatable), or in a cwd they were started in on this machine")] = None,
     user: Annotated[Optional[str], typer.Option("--user", envvar="DH_WORKER_USER", help="The user to run harnesses as (required when the worker runs as root)")] = None,
+    grant: Annotated[Optional[str], typer.Option("--grant", help="ask|edits|auto|all: take over sessions that had up to this much permission, adding each harness's own flags for it where local_flags grant less")] = None,
 ) -> None:
     """Take over sessions whose machine died mid-turn: claim, pull, repair, resume here.
 
     Sessions are resumed in their working directory (restored from the world's snapshot
     when missing), under this machine's harness homes, with their lease held and replicated
     live; never in `/`, a system folder, the user's home or its hidden folders, and with
-    --root only under those folders. A session this machine's local_flags grant less than
-    it had, or that it cannot run here, is left to other workers, the reason in the world. As root it runs harnesses as --user. Ctrl-C or SIGTERM hands them
-    back to the world.
+    --root only under those folders. A session this machine's local_flags (and --grant)
+    grant less than it had, or that it cannot run here, is left to other workers, the reason
+    in the world. As root it runs harnesses as --user. Ctrl-C or SIGTERM hands them back to
+    the world.
 
     Example:
       $ dh worker --world postgres --url postgresql://dh@db.internal/dh
       $ dh worker --harness claude-code --max-sessions 2
+      $ dh worker --grant edits
     """
     from ..config import load as load_config
+    from ..resume.grants import granting
     from ..team.worker import Worker, WorkerOptions
     from ..wrappers import get as get_wrapper
 
     settings = load_config({}).settings
+    flags = granting(settings.local_flags, grant)
     names = [get_wrapper(h).name for h in harness] if harness else None
     ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
     if ttl <= 0:
@@ -47,5 +52,6 @@ def worker_command(
     found = team.world_class(world_name).resolve_url(team.configured_url(world_name, url))
     opts = WorkerOptions(world_name, found, names, max_sessions, ttl,
                          output.note_shown,  # its lines name hosts, cwds and reasons from the world
-                         run_as=run_as(user, root), local_flags=dict(settings.local_flags))
+                         extra_args=["--grant", grant] if grant else [],
+                         run_as=run_as(user, root), local_flags=flags)
     raise typer.Exit(Worker(opts).run())

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 
 from .. import events
-from ..errors import NotGranted
+from ..errors import NotGranted, UsageError
 from ..paths import config_path
-from ..wrappers.grants import ALL, Grant, flags_for, granted
+from ..wrappers.common import flag_name, parse_argv
+from ..wrappers.grants import ALL, LEVELS, Grant, flags_for, granted
 
 
 def needed(world, wrapper, session) -> Grant:
@@ -42,11 +43,47 @@ def withheld(world, wrapper, session_id: str, mine: list[str]) -> str | None:
     if have.covers(want):
         return None
     flags = json.dumps([*mine, *flags_for(wrapper, want)])
+    level = want.level if not want.tools else ALL  # --grant names a level, not tools
     return (f"session {session.id} ran with {wrapper.name} granting {want.describe()}; this "
             f"machine grants {have.level}: add `{wrapper.name} = {flags}` under [local_flags] "
-            f"in {config_path()} to let it run here")
+            f"in {config_path()} (or give --grant {level}) to let it run here")
 
 
 def check(world, wrapper, session_id: str, mine: list[str]) -> None:
     if reason := withheld(world, wrapper, session_id, mine):
         raise NotGranted(reason)
+
+
+def local_flags(configured: dict, wrapper) -> list[str]:
+    """This user's flags for the wrapper's harness (by its name or an alias)."""
+    for name in (wrapper.name, *wrapper.aliases):
+        if name in configured:
+            return list(configured[name])
+    return []
+
+
+def granting(configured: dict, level: str | None) -> dict:
+    """`local_flags` with, for each harness they let do less than `level`, that harness's own
+    flags for it added (`dh resume --grant`, `dh worker --grant`): the user's word on this
+    machine's command line, never anything a session or a world says."""
+    if level is None:
+        return dict(configured)
+    if level not in LEVELS:
+        raise UsageError(f"--grant {level[:40]!r} is not a level", hint=f"one of {', '.join(LEVELS)}")
+    from ..wrappers import get, names
+
+    out, wanted = dict(configured), Grant(level)
+    for wrapper in {get(name) for name in names()}:
+        mine = local_flags(configured, wrapper)
+        if not granted(wrapper, mine).covers(wanted):
+            out[wrapper.name] = _raised(wrapper, mine, wanted)
+    return out
+
+
+def _raised(wrapper, mine: list[str], wanted: Grant) -> list[str]:
+    """mine with its flags that grant a level swapped for the harness's flags for `wanted`
+    (two of them may not go together: Codex's sandbox and its bypass), those that allow
+    tools by name kept."""
+    groups, words = parse_argv(mine, wrapper.value_flags, wrapper.variadic_flags)
+    kept = [g for g in groups if flag_name(g) not in wrapper.grant_table or granted(wrapper, g).tools]
+    return [*(token for group in kept for token in group), *words, *flags_for(wrapper, wanted)]

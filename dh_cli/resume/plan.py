@@ -313,21 +313,13 @@ def stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> 
     if own is not None:
         return original, False
     kept, left = travelling_args(wrapper, original)
-    mine = local_flags(opts.local_flags, wrapper)
+    mine = grants.local_flags(opts.local_flags, wrapper)
     grants.check(world, wrapper, session.id, mine)  # never with fewer permissions than it had
     if left:
         opts.notice(f"dh: session {session.id} came from elsewhere: its {', '.join(left)} "
                     f"stay{'s' if len(left) == 1 else ''} behind; it runs with this machine's "
                     f"local_flags for {wrapper.name} ({' '.join(mine) or 'none'})")
     return with_flags(kept, mine), True
-
-
-def local_flags(configured: dict, wrapper: Wrapper) -> list[str]:
-    """This user's flags for the wrapper's harness (by its name or an alias)."""
-    for name in (wrapper.name, *wrapper.aliases):
-        if name in configured:
-            return list(configured[name])
-    return []
 
 
 def _relocated(world, wrapper, session, opts, spec, move_to, rehome) -> tuple[Session, LaunchSpec]:

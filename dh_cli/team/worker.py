@@ -312,8 +312,7 @@ def withheld_here(world: TeamWorld, candidate: Claim, local_flags: dict) -> str 
     permissions than they grant its harness. None for a session started here (its own
     flags come back with it) and for a harness this dh does not know (refused later)."""
     from ..errors import DhError
-    from ..resume.grants import withheld
-    from ..resume.plan import local_flags as flags_of
+    from ..resume.grants import local_flags as flags_of, withheld
     from ..wrappers import get as get_wrapper
 
     if _started_here(candidate.session_id, candidate.cwd):

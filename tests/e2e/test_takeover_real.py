@@ -318,9 +318,10 @@ def test_a_worker_that_grants_less_leaves_the_session_until_granted(tmp_path, in
     """Issue 38: A runs Claude Code with --dangerously-skip-permissions and dies; B's config
     grants Claude Code nothing. B's worker leaves the session unclaimed, the reason naming
     the config line on its lease (`dh world status`), and B's `dh resume` refuses with it;
-    once B's config grants it, B's next worker takes the session over and the step the model
-    asked for (a Write) is done. Without the check, B ran it with every tool denied and the
-    world said finished."""
+    once B grants it, B's next worker takes the session over and the step the model asked
+    for (a Write) is done. Without the check, B ran it with every tool denied and the world
+    said finished. Granted by B's config with the pinned releases, by the worker's own
+    `--grant all` with the newest (its child `dh resume` gets it too)."""
     server = FakeModelServer(TAKEOVER_SCRIPT).start()
     line, workers = 'claude-code = ["--dangerously-skip-permissions"]', []
     try:
@@ -350,9 +351,11 @@ def test_a_worker_that_grants_less_leaves_the_session_until_granted(tmp_path, in
         assert refused.stderr.decode().strip().splitlines()[-1].startswith("Error: ")
         assert line in refused.stderr.decode()
 
-        grant_on(b, '["--dangerously-skip-permissions"]')
+        by_option = installed.version_set == "newest"
+        if not by_option:
+            grant_on(b, '["--dangerously-skip-permissions"]')
         workers.append(background(b, "worker", "--world", team.name, "--url", team.url,
-                                  "--lease-ttl", str(TTL)))
+                                  "--lease-ttl", str(TTL), *(["--grant", "all"] if by_option else [])))
         wait(lambda: state_in_world(team, sid) == "finished", RUN_TIMEOUT, "the turn to finish on B")
         taken = stop_worker(b, workers.pop())
     finally:
