@@ -70,6 +70,9 @@ def _line(r: Restoring) -> str:
         what += f" (the harness's copy: {r.why})"
     if r.error:
         what += f": {r.error}"
+    if r.listed:
+        what += (f"\n  listed again by the harness ({r.listed['via']})" if r.listed.get("listed")
+                 else f"\n  not in the harness's own list: {r.listed.get('why')}")
     if r.resume and r.status in ("restored", "replaced"):
         what += f"\n  the harness goes on with it itself: {r.resume}"
     return what

@@ -30,6 +30,7 @@ class Restoring:
     files: list[dict] = field(default_factory=list)
     resume: str | None = None  # the harness's own command that goes on with it
     error: str | None = None
+    listed: dict | None = None  # the harness's own list made to show it (Wrapper.relist)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,12 +67,14 @@ def restore_one(world, session: Session, why: str | None, force: bool, dry_run: 
         return done
     if why is None:
         return done  # the harness has it: never touched
+    launch = lambda: harness or _launch_binary(wrapper)  # noqa: E731 - found only when needed
     try:
         if dry_run:
-            done.files = _bring_back(world, wrapper, session, force, dry_run, harness)
+            done.files = _bring_back(world, wrapper, session, force, dry_run, launch)
         else:
             with world.lock_session(session.id):  # never under a dh that runs it
-                done.files = _bring_back(world, wrapper, session, force, dry_run, harness)
+                done.files = _bring_back(world, wrapper, session, force, dry_run, launch)
+                done.listed = _relist(world, wrapper, session, done.files, launch)
     except DhError as exc:
         done.status, done.error = "failed", f"{exc} ({exc.hint})" if exc.hint else str(exc)
         return done
@@ -81,9 +84,8 @@ def restore_one(world, session: Session, why: str | None, force: bool, dry_run: 
 
 
 def _bring_back(world, wrapper: Wrapper, session: Session, force: bool, dry_run: bool,
-                harness) -> list[dict]:
+                launch) -> list[dict]:
     store = store_of(wrapper)
-    launch = lambda: harness or _launch_binary(wrapper)  # noqa: E731 - found only when needed
     files = []
     for source in world.sources(session.id):
         source = _where_harness_looks(world, wrapper, session, source)
@@ -91,6 +93,14 @@ def _bring_back(world, wrapper: Wrapper, session: Session, force: bool, dry_run:
         if not dry_run and files[-1]["status"] in ("restored", "replaced"):
             events.add(world, session.id, events.rebuilt({**files[-1], "by": "dh restore"}))
     return files
+
+
+def _relist(world, wrapper: Wrapper, session: Session, files: list[dict], launch) -> dict | None:
+    """Where the harness lists its sessions from an index of its own, the restored session
+    is put in it by the harness (only when something was written back)."""
+    if _overall(files) not in ("restored", "replaced"):
+        return None
+    return wrapper.relist(Path(place(world, session.id)[0]), session.harness_session_id, launch)
 
 
 def _where_harness_looks(world, wrapper: Wrapper, session: Session, source: Source) -> Source:

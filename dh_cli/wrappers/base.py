@@ -176,6 +176,13 @@ class Wrapper:
         session's cwd, by default the one it wrote the source in."""
         return relpath
 
+    def relist(self, home: Path, native_id: str | None, harness) -> dict | None:
+        """After `dh restore` put the session's files back: have the harness list it again
+        where its list is an index of its own (through its own commands; `harness()` gives
+        (binary argv, environment)); what came of it, {"via", "listed"[, "why"]}, or None
+        when the harness lists the files themselves."""
+        return None
+
     def carries_cwd(self, obj: dict, path: tuple) -> bool:
         """Whether the string at `path` (keys and indexes; "<json>" enters a JSON text) in
         the record `obj` holds the session's cwd, to move with it (resume/cwd_rewrite.py)."""

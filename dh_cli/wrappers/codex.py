@@ -31,6 +31,7 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper,
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
 from .codex_grants import GRANT_FLAGS, GRANT_TABLE
+from .codex_index import CodexSessionPlaces
 from .identity import modified_since, same_dir
 from .limits import Limit, limit, reset_after
 
@@ -80,7 +81,7 @@ def codex_usage(usage: dict) -> dict:
                   reasoning=whole(usage.get("reasoning_output_tokens")))
 
 
-class CodexWrapper(Wrapper):
+class CodexWrapper(CodexSessionPlaces, Wrapper):
     name = "codex"
     native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
@@ -264,12 +265,6 @@ class CodexWrapper(Wrapper):
         if words and words[0] in EXEC_WORDS | {"resume"}:
             return positional[0], words[1:]
         return None, words
-
-    def picker_hides(self, args: list[str]) -> str | None:
-        """`codex exec` writes `source: exec`, which the picker's default source filter
-        leaves out; `codex resume ID` still resumes it (shared docs, harnesses.md §8)."""
-        return "started by `codex exec`: `codex resume` lists only interactive sessions" \
-            if self.is_headless(args) else None
 
     def is_headless(self, args: list[str]) -> bool:
         index, _ = self._command(args)

@@ -19,6 +19,8 @@ Behaves like the real CLI where dh can see it (see /work/shared/docs/harnesses.m
   ``session_meta``; a dangling ``function_call`` gets a synthetic ``"aborted"`` output in
   the request only; outputs without a call are dropped.
 * crashes: ``DH_FAKE_CRASH`` / ``DH_FAKE_CRASH_ONCE`` (see harness_common).
+* ``codex app-server`` on stdio: initialize, and thread/list with its rescan of the rollouts
+  (fake_codex_app_server.py).
 """
 
 from __future__ import annotations
@@ -662,7 +664,12 @@ def open_thread(opts: dict, plan: CrashPlan) -> tuple[str, Rollout]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["app-server"]:
+        from tests.fakes import fake_codex_app_server
+
+        return fake_codex_app_server.serve(sys.modules[__name__])
+    opts = parse_args(argv)
     if opts["command"] == "version":
         print(f"codex-cli {VERSION}")
         return 0
