@@ -1,9 +1,10 @@
 """`dh restore` over the real programs (issue 39): a session run under `dh run` is lost the
-way its harness loses it (its file deleted, as Claude Code's cleanup and a user do; OpenCode's
-own `opencode session delete`), `dh restore --lost --dry-run --json` names it and writes
-nothing, `dh restore --lost --yes` brings it back, and then the harness ALONE, without dh,
-goes on with it: its first model request carries the earlier turn's prompt and the earlier
-tool's result. A second session the harness still had is left byte- and mtime-exact."""
+way its harness loses it (its file deleted, as Claude Code's cleanup and a user do; Codex's
+own `codex delete`; OpenCode's own `opencode session delete`), `dh restore --lost --dry-run
+--json` names it and writes nothing, `dh restore --lost --yes` brings it back, and then the
+harness ALONE, without dh, goes on with it: its first model request carries the earlier
+turn's prompt and the earlier tool's result. A second session the harness still had is left
+byte- and mtime-exact."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.model_server import tool_results
-from tests.helpers.real_runs import RUN_TIMEOUT
+from tests.helpers.real_runs import RUN_TIMEOUT, lose_as_harness_does, newest_session
 from tests.rig import HARNESSES
 
 pytestmark = pytest.mark.e2e
@@ -42,13 +43,7 @@ def native_continue(rig, harness: str, native_id: str) -> list[str]:
 def run_session(rig, harness: str, prompt: str) -> tuple[dict, Path]:
     done = rig.run(harness, prompt, timeout=RUN_TIMEOUT)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    world = rig.world()
-    try:
-        session = world.list_sessions()[-1]
-        main = Path(world.mirrored_path(world.sources(session["id"])[0].id))
-    finally:
-        world.close()
-    return session, main
+    return newest_session(rig)
 
 
 def harness_id(harness: str, session: dict, main: Path) -> str:
@@ -56,16 +51,6 @@ def harness_id(harness: str, session: dict, main: Path) -> str:
     if harness == "pi":
         return json.loads(main.read_text().splitlines()[0])["id"]
     return session["harness_session_id"]
-
-
-def lose(rig, harness: str, session: dict, main: Path) -> None:
-    if harness == "opencode":
-        opencode = rig.env["DH_OPENCODE_BIN"].split()
-        subprocess.run([*opencode, "session", "delete", session["harness_session_id"]],
-                       cwd=rig.proj, env=rig.env, check=True, capture_output=True,
-                       stdin=subprocess.DEVNULL, timeout=120)
-    else:
-        main.unlink()
 
 
 def native_state(harness: str, main: Path, native_id: str) -> object:
@@ -95,7 +80,7 @@ def test_a_lost_session_comes_back_and_the_harness_alone_goes_on_with_it(real_ri
     kept, kept_main = run_session(rig, harness, SECOND)
     lost_id, kept_id = harness_id(harness, lost, lost_main), harness_id(harness, kept, kept_main)
     kept_before = native_state(harness, kept_main, kept_id)
-    lose(rig, harness, lost, lost_main)
+    lose_as_harness_does(rig, harness, lost, lost_main)
     lost_before = native_state(harness, lost_main, lost_id) if harness == "opencode" else None
 
     listed = restore(rig, "--lost", "--dry-run")

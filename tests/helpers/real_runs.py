@@ -44,6 +44,35 @@ def events(rig) -> list:
     return rig.world().events(session_of(rig)["id"])
 
 
+def newest_session(rig) -> tuple[dict, Path]:
+    """The log's newest session and the main native file its mirror reads."""
+    world = rig.world()
+    try:
+        session = world.list_sessions()[-1]
+        main = Path(world.mirrored_path(world.sources(session["id"])[0].id))
+    finally:
+        world.close()
+    return session, main
+
+
+# harness -> its own command that deletes a session (Codex's drops the rollout and the
+# thread's rows; OpenCode's the session's rows)
+OWN_DELETE = {"codex": ("DH_CODEX_BIN", ["delete", "--force"]),
+              "opencode": ("DH_OPENCODE_BIN", ["session", "delete"])}
+
+
+def lose_as_harness_does(rig, harness: str, session: dict, main: Path) -> None:
+    """The session lost the way its harness loses it: its own delete where it has one, else
+    its file gone (Claude Code's cleanup; a user)."""
+    if harness not in OWN_DELETE:
+        main.unlink()
+        return
+    var, args = OWN_DELETE[harness]
+    subprocess.run([*rig.env[var].split(), *args, session["harness_session_id"]], cwd=rig.proj,
+                   env=rig.env, check=True, capture_output=True, stdin=subprocess.DEVNULL,
+                   timeout=120)
+
+
 def logged(rig, kind: str) -> int:
     """How many records of this kind the log holds so far."""
     try:
