@@ -106,6 +106,12 @@ def test_one_sessions_calls_read_apart_are_the_views_on_every_real_fixture(tmp_p
             " tokens_reasoning FROM model_calls WHERE session_id = ? ORDER BY record_id",
             [session_id]).fetchall()
         assert list(world.model_call_tokens(session_id)) == view, (harness, session_id)
+        sums = world.conn.execute(
+            "SELECT model, COUNT(*), SUM(COALESCE(tokens_in, 0)), SUM(COALESCE(tokens_cache_read, 0)),"
+            " SUM(COALESCE(tokens_cache_write, 0)), SUM(tokens_cache_write_1h),"
+            " SUM(COALESCE(tokens_out, 0)), SUM(tokens_reasoning) FROM model_calls"
+            " WHERE session_id = ? GROUP BY model ORDER BY MIN(record_id)", [session_id]).fetchall()
+        assert world.call_sums([session_id]) == ({session_id: sums} if sums else {})  # the list's
         # the header's totals and cost: from the sums, the same as from the view's every call
         assert call_totals(world, session_id) == {**world.token_totals(session_id),
                                                   "cost": calls_cost(view)}
