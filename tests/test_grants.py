@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from dh_cli.errors import UsageError
 from dh_cli.resume.grants import granting, local_flags, needed, withheld
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get as get_wrapper
-from dh_cli.wrappers.grants import ALL, ASK, AUTO, EDITS, Grant, flags_for, granted
+from dh_cli.wrappers.grants import ALL, ASK, AUTO, EDITS, Grant, flags_for, granted, launch_grant
 
 from .helpers import harnesses
 from .helpers.from_elsewhere import grant_here, imported
@@ -186,3 +187,55 @@ def test_resume_runs_with_the_grant_given_and_the_refusal_names_it(tmp_path):
                  cwd=tmp_path / "here")
     assert resumed.returncode == 0, resumed.stderr
     assert "--dangerously-skip-permissions" in (tmp_path / "launched").read_text().splitlines()
+
+
+# the harness's own settings of this user -----------------------------------------------------
+def _settings(home, permissions) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"cleanupPeriodDays": 30, "permissions": permissions}))
+
+
+@pytest.mark.parametrize("permissions, here, there", [
+    ({"defaultMode": "bypassPermissions"}, Grant(ALL), Grant(ALL)),
+    ({"defaultMode": "acceptEdits", "allow": ["Bash(npm run *)", 7]}, Grant(EDITS, frozenset({"Bash(npm run *)"})),
+     Grant(EDITS, frozenset({"Bash(npm run *)"}))),
+    ({"defaultMode": "someNewMode"}, Grant(ASK), Grant(ALL)),  # unknown: nothing here, all there
+    ({"deny": ["Bash"]}, None, None), ("bypassPermissions", None, None),
+])
+def test_claude_code_s_user_settings_read_as_a_grant(tmp_path, permissions, here, there):
+    wrapper = get_wrapper("claude-code")
+    assert wrapper.settings_grant(tmp_path / "none") is None
+    _settings(tmp_path, permissions)
+    assert wrapper.settings_grant(tmp_path) == here
+    assert wrapper.settings_grant(tmp_path, needed=True) == there
+
+
+def test_a_level_flag_wins_over_the_settings_and_their_tools_join(tmp_path):
+    wrapper = get_wrapper("claude-code")
+    _settings(tmp_path, {"defaultMode": "bypassPermissions", "allow": ["Read"]})
+    assert launch_grant(wrapper, ["-p", "hi"], tmp_path) == Grant(ALL, frozenset({"Read"}))
+    assert launch_grant(wrapper, ["-p", "--permission-mode", "plan", "hi"], tmp_path) == \
+        Grant(ASK, frozenset({"Read"}))
+    assert launch_grant(wrapper, ["-p", "hi"], None) == Grant(ASK)  # no home: flags alone
+
+
+def test_a_launch_records_the_level_its_user_settings_give(tmp_path):
+    home = tmp_path / "claude-home"
+    _settings(home, {"defaultMode": "bypassPermissions"})
+    env = {**os.environ, "DH_CLAUDE_BIN": str(argv_harness(tmp_path)), "CLAUDE_CONFIG_DIR": str(home)}
+    dh("run", "claude", "--", "-p", "hi", env=env, cwd=tmp_path)
+    world = LocalWorld()
+    (session,) = world.sessions()
+    launches = [e for e in world.events(session.id) if e.type == events.LAUNCH]
+    assert launches and launches[0].details["grant"] == {"level": "all", "tools": []}
+    world.close()
+
+
+def test_this_machine_s_user_settings_count_for_a_session_from_elsewhere(tmp_path):
+    sid, env = imported(tmp_path, "claude-code", ["-p", "--dangerously-skip-permissions", "hi"])
+    (tmp_path / "here").mkdir()
+    refused = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
+    assert refused.returncode == 6, refused.stderr
+    _settings(Path(env["CLAUDE_CONFIG_DIR"]), {"defaultMode": "bypassPermissions"})
+    resumed = dh("resume", sid, "--cwd", str(tmp_path / "here"), env=env, cwd=tmp_path / "here")
+    assert resumed.returncode == 0, resumed.stderr  # the harness's own setting grants it here

@@ -53,7 +53,7 @@ def _options(stall, restarts, grace, replay, supervise=True, world=None, url=Non
                       stall_timeout=s.stall_timeout or None, tool_grace=s.tool_grace,
                       replay=dict(s.replay), continue_prompt=s.continue_prompt, policy=policy,
                       supervise=supervise, on_limit=s.on_limit, notice=output.note,
-                      local_flags=granting(s.local_flags, grant),
+                      local_flags=granting(s.local_flags, grant, dict(os.environ)),
                       link=_link(s, world, url, ttl, lease, adopt_epoch))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -42,7 +43,7 @@ def worker_command(
     from ..wrappers import get as get_wrapper
 
     settings = load_config({}).settings
-    flags = granting(settings.local_flags, grant)
+    flags = granting(settings.local_flags, grant, dict(os.environ))
     names = [get_wrapper(h).name for h in harness] if harness else None
     ttl = lease_ttl if lease_ttl is not None else settings.lease_ttl
     if ttl <= 0:

@@ -11,7 +11,7 @@ from .. import events
 from ..errors import NotGranted, UsageError
 from ..paths import config_path
 from ..wrappers.common import flag_name, parse_argv
-from ..wrappers.grants import ALL, LEVELS, Grant, flags_for, granted
+from ..wrappers.grants import ALL, LEVELS, Grant, flags_for, granted, launch_grant
 
 
 def needed(world, wrapper, session) -> Grant:
@@ -32,10 +32,11 @@ def needed(world, wrapper, session) -> Grant:
     return granted(wrapper, args, needed=True)
 
 
-def withheld(world, wrapper, session_id: str, mine: list[str]) -> str | None:
-    """Why the session must not run here with this machine's flags (None: they grant at
-    least what it had), naming the config line that would grant it."""
-    have = granted(wrapper, mine)
+def withheld(world, wrapper, session_id: str, mine: list[str], env: dict | None = None) -> str | None:
+    """Why the session must not run here with this machine's flags (and the harness's own
+    settings of this user, under the home `env` names; None: none read) (None: they grant
+    at least what it had), naming the config line that would grant it."""
+    have = launch_grant(wrapper, mine, wrapper.home(env) if env is not None else None)
     if have.level == ALL:  # nothing to read: no session had more
         return None
     session = world.get_session(session_id)
@@ -49,8 +50,8 @@ def withheld(world, wrapper, session_id: str, mine: list[str]) -> str | None:
             f"in {config_path()} (or give --grant {level}) to let it run here")
 
 
-def check(world, wrapper, session_id: str, mine: list[str]) -> None:
-    if reason := withheld(world, wrapper, session_id, mine):
+def check(world, wrapper, session_id: str, mine: list[str], env: dict | None = None) -> None:
+    if reason := withheld(world, wrapper, session_id, mine, env):
         raise NotGranted(reason)
 
 
@@ -62,7 +63,7 @@ def local_flags(configured: dict, wrapper) -> list[str]:
     return []
 
 
-def granting(configured: dict, level: str | None) -> dict:
+def granting(configured: dict, level: str | None, env: dict | None = None) -> dict:
     """`local_flags` with, for each harness they let do less than `level`, that harness's own
     flags for it added (`dh resume --grant`, `dh worker --grant`): the user's word on this
     machine's command line, never anything a session or a world says."""
@@ -75,7 +76,8 @@ def granting(configured: dict, level: str | None) -> dict:
     out, wanted = dict(configured), Grant(level)
     for wrapper in {get(name) for name in names()}:
         mine = local_flags(configured, wrapper)
-        if not granted(wrapper, mine).covers(wanted):
+        home = wrapper.home(env) if env is not None else None
+        if not launch_grant(wrapper, mine, home).covers(wanted):
             out[wrapper.name] = _raised(wrapper, mine, wanted)
     return out
 

@@ -314,7 +314,7 @@ def stored_args(world, wrapper: Wrapper, session: Session, opts: RunOptions) -> 
         return original, False
     kept, left = travelling_args(wrapper, original)
     mine = grants.local_flags(opts.local_flags, wrapper)
-    grants.check(world, wrapper, session.id, mine)  # never with fewer permissions than it had
+    grants.check(world, wrapper, session.id, mine, opts.env)  # never with fewer permissions than it had
     if left:
         opts.notice(f"dh: session {session.id} came from elsewhere: its {', '.join(left)} "
                     f"stay{'s' if len(left) == 1 else ''} behind; it runs with this machine's "

@@ -23,7 +23,7 @@ from ..errors import LogDbError
 from ..models import Session
 from ..util import scrub, without_password
 from ..wrappers.base import Wrapper
-from ..wrappers.grants import granted
+from ..wrappers.grants import launch_grant
 from ..worlds.log import Log
 from . import states
 from .attempts import Attempt, classify, exit_signal, why_ended  # noqa: F401 - re-exported
@@ -157,7 +157,8 @@ class Supervisor(LimitWait):
         number = self.session.attempts + 1
         self.world.update_session(self.session.id, attempts=number)
         self.session = replace(self.session, attempts=number)
-        self._write(events.launch(self.spec.argv(argv), granted(self.wrapper, argv).to_dict()), number)
+        grant = launch_grant(self.wrapper, argv, self.wrapper.home(self.spec.env), needed=True)
+        self._write(events.launch(self.spec.argv(argv), grant.to_dict()), number)
         attempt = Attempt(number)
         child = self._spawn(argv)
         self._write(events.launched(child.pid, child.create_time), number)

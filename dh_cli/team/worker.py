@@ -319,7 +319,8 @@ def withheld_here(world: TeamWorld, candidate: Claim, local_flags: dict) -> str 
         return None
     try:
         wrapper = get_wrapper(candidate.harness)
-        return withheld(world, wrapper, candidate.session_id, flags_of(local_flags, wrapper))
+        mine = flags_of(local_flags, wrapper)
+        return withheld(world, wrapper, candidate.session_id, mine, dict(os.environ))
     except DhError:
         return None
 

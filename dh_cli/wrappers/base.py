@@ -297,6 +297,14 @@ class Wrapper:
     grant_table: dict = {}
     grant_flags: dict[str, tuple[str, ...]] = {}
     base_grant = None
+    settings_level_flags: frozenset = frozenset()  # flags whose level wins over settings_grant's
+
+    def settings_grant(self, home: Path, needed: bool = False) -> "Grant | None":
+        """What the user's own settings file of the harness at `home` lets its model do (a
+        level set there, tools allowed there; a value not known read as grants.granted reads
+        a flag's); None: the harness has no such setting that dh reads. A project's settings
+        travel with its files and are not read."""
+        return None
 
     def is_headless(self, args: list[str]) -> bool:
         raise NotImplementedError

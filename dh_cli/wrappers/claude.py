@@ -35,6 +35,7 @@ from .claude_folders import ClaudeSessionPlaces, first_cwd
 from .claude_prompts import project_slug
 from .claude_repair import repair_lines
 from .claude_tui import ClaudeTuiResume
+from .claude_settings import PERMISSION_MODES, settings_grant
 from .grants import ALL, ASK, AUTO, EDITS, Grant, switch, tools_named, value_level
 from .identity import modified_since
 from .limits import Limit, limit, reset_after
@@ -273,13 +274,17 @@ class ClaudeWrapper(ClaudeSessionPlaces, ClaudeTuiResume, Wrapper):
     grant_table = {
         "--dangerously-skip-permissions": switch(ALL),
         "--allow-dangerously-skip-permissions": switch(ALL),
-        "--permission-mode": value_level({"default": ASK, "plan": ASK, "dontAsk": ASK,
-                                          "acceptEdits": EDITS, "auto": AUTO,
-                                          "bypassPermissions": ALL}),
+        "--permission-mode": value_level(PERMISSION_MODES),
         "--allowedTools": lambda values: Grant(ASK, tools_named(values)),
         "--allowed-tools": lambda values: Grant(ASK, tools_named(values))}
     grant_flags = {ALL: ("--dangerously-skip-permissions",), AUTO: ("--permission-mode", "auto"),
                    EDITS: ("--permission-mode", "acceptEdits"), "tools": ("--allowedTools",)}
+
+    settings_level_flags = frozenset({"--dangerously-skip-permissions", "--permission-mode",
+                                      "--allow-dangerously-skip-permissions"})
+
+    def settings_grant(self, home: Path, needed: bool = False) -> Grant | None:
+        return settings_grant(home, needed)
 
     def _split(self, args: list[str]) -> tuple[list[list[str]], list[str]]:
         return parse_argv(args, self.value_flags, VARIADIC_FLAGS)

@@ -86,6 +86,22 @@ def granted(wrapper, args: list[str], needed: bool = False) -> Grant:
     return grant
 
 
+def launch_grant(wrapper, args: list[str], home=None, needed: bool = False) -> Grant:
+    """What a launch with args lets the harness's model do: its flags, joined with what the
+    user's settings of the harness at `home` grant (a level there counts only when no flag
+    sets one: the harness's flag wins over its settings). Recorded by each launch and
+    read for this machine's side of the comparison, so a level set in a settings file on one
+    machine and not on the other is never lost on the way."""
+    grant = granted(wrapper, args, needed)
+    settings = wrapper.settings_grant(home, needed) if home is not None else None
+    if settings is None:
+        return grant
+    groups, _ = parse_argv(args, wrapper.value_flags, wrapper.variadic_flags)
+    if any(flag_name(g) in wrapper.settings_level_flags for g in groups):
+        settings = Grant(ASK, settings.tools)
+    return grant.joined(settings)
+
+
 def flags_for(wrapper, needed: Grant) -> list[str]:
     """Flags of the harness that grant at least `needed` (its table's own words)."""
     for level in LEVELS[LEVELS.index(needed.level):]:
