@@ -83,6 +83,20 @@ class NotGranted(DhError):
                     "do not grant its harness.")
 
 
+class DamagedRow(DhError):
+    """A record row a world holds is not one dh can read: a codec it does not know, packed
+    bytes that do not decode, columns of the wrong types."""
+
+
+class CopiedWithFailures(DhError):
+    """`dh world pull/push` copied every session it could; some it could not take whole."""
+
+    exit_code = 7
+    exit_meaning = ("dh world pull or push finished with failures: the sessions named on "
+                    "stderr could not be copied whole (a damaged record or workspace object); "
+                    "every other session was.")
+
+
 # The exit codes that are no DhError's: success, Ctrl-C (cli.report_error) and the harness's own.
 OTHER_EXIT_CODES = [
     ("0", "Success."),

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import output
-from ..errors import UsageError
+from ..errors import CopiedWithFailures, UsageError
 from .. import team
 from ..worlds.local import LocalWorld
 from ..team import open_world
@@ -36,7 +36,17 @@ def _with_bar(label: str, run):
 def _summary(report: SyncReport, json_: bool) -> None:
     if json_:
         output.print_json(report.to_dict())
-        return
+    else:
+        _print_summary(report)
+    if report.failed:
+        raise CopiedWithFailures(f"{len(report.failed)} of {len(report.sessions)} session(s) could not be"
+                                 f" {report.direction}ed whole (each named above); the others were",
+                                 hint="push them again from a machine that holds them whole")
+
+
+def _print_summary(report: SyncReport) -> None:
+    for sync in report.failed:
+        output.note(f"dh: {sync.failed}")
     for sync in report.sessions:
         for item in sync.diverged:  # both copies went on: neither is dropped nor spliced
             where = "this machine's copy stored in the world" if report.direction == "push" \
@@ -54,6 +64,8 @@ def _summary(report: SyncReport, json_: bool) -> None:
 def push_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None,
                  json_: JsonOpt = False) -> None:
     """Copy to the world every session, record and event it lacks (idempotent, resumable).
+    A session with a damaged record or workspace object is named on stderr and left out;
+    the others are pushed, and dh exits 7.
 
     Example:
       $ dh world push postgres
@@ -61,13 +73,17 @@ def push_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
     """
     remote, local = open_world(world, url), LocalWorld()
     ids = [local.find_session(session).id] if session else None
-    _summary(_with_bar("pushing", lambda progress: push(local, remote, ids, progress)), json_)
+    _summary(_with_bar("pushing", lambda progress: push(local, remote, ids, progress, True)), json_)
 
 
 @app.command("pull")
 def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None,
                  json_: JsonOpt = False) -> None:
     """Copy into the local log every session, record and event of the world it lacks.
+    A session with a damaged record or workspace object (an unknown codec, bytes that do not
+    decode, columns of the wrong types, a tree that is no tree) is named on stderr with why,
+    and nothing of it is kept if it was new here; every other session is pulled, and dh
+    exits 7 ("pulled with failures").
 
     Example:
       $ dh world pull postgres
@@ -75,7 +91,7 @@ def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
     """
     remote, local = open_world(world, url), LocalWorld()
     ids = [remote.find_session(session).id] if session else None
-    _summary(_with_bar("pulling", lambda progress: pull(remote, local, ids, progress)), json_)
+    _summary(_with_bar("pulling", lambda progress: pull(remote, local, ids, progress, True)), json_)
 
 
 @app.command("status")

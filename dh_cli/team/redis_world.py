@@ -32,6 +32,7 @@ from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .redis_leases import RedisLeases, _text
 from .protocol import FENCED, fenced_error, only_match
+from .redis_rows import read_row
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -48,12 +49,6 @@ def _score(position: Position) -> int:
 
 def _key(generation: int, offset: int) -> bytes:
     return b"%d:%d" % (generation, offset)
-
-
-def _row(source_id: int, key: bytes, value: bytes) -> tuple:
-    generation, offset = map(int, key.split(b":"))
-    head, raw = value.split(b"\n", 1)
-    return (source_id, generation, offset, raw, *orjson.loads(head))
 
 
 def _session(value: bytes) -> Session:
@@ -235,7 +230,7 @@ class RedisWorld(RedisLeases):
             if not keys:
                 return
             values = self._call("hmget", f"dh:rd:{source.id}", [k for k, _ in keys])
-            yield [_row(sid, k, v) for (k, _), v in zip(keys, values)]
+            yield [read_row(sid, k, v) for (k, _), v in zip(keys, values)]
             low = f"({int(keys[-1][1])}"
 
     def read_records(self, session_id: str, relpath: str, after: Position | None = None,

@@ -10,28 +10,33 @@ its mark (its count is short of the sender's up to that position) gets them re-s
 skip what exists, so that too converges to one copy of each record.
 
 A source's progress (offset, hashes) is copied only after its records, and so is the newer
-state of a session the receiver already has: the receiver never claims rows it does not hold."""
+state of a session the receiver already has: the receiver never claims rows it does not hold.
+
+A damaged row or workspace object stops its own session only (DAMAGED): the copy goes on with
+the others and the report names it (`failed`). A receiver that can remove a session (the local
+log) keeps nothing of one that was new to it, so no part of it looks like the whole; one it
+already had keeps the rows that came whole before the damage, the sender's progress not
+claimed, as an interrupted copy leaves it."""
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
 from .. import events
-from ..errors import UsageError
+from ..errors import DamagedRow, UsageError
 from ..models import Source
-from ..tokens import plausible
 from ..workspace import copy_workspace
+from ..workspace.store import DamagedObject
 from ..worlds.base import Mark, SessionMarks, World
-from ..worlds.rows import RECORD_COLUMNS
 from ..redact import mask_bytes
 from .diverge import diverged, keep_both, masked_chunks, masked_events
 from .protocol import TeamWorld
+from .sync_rows import checked, prefetched  # noqa: F401 - prefetched re-exported
 
 Progress = Callable[[int, int], None]  # (records done, records expected)
+DAMAGED = (DamagedRow, DamagedObject)  # what stops one session's copy, not the others'
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class SessionSync:
     events: int = 0  # events added
     diverged: list = field(default_factory=list)  # {"relpath", "generation"}: both copies kept
     snapshots: int = 0  # workspace snapshots added (with the objects they reach)
+    failed: str | None = None  # why the session could not be copied whole
 
 
 @dataclass
@@ -90,6 +96,10 @@ class SyncReport:
     @property
     def events(self) -> int:
         return sum(s.events for s in self.sessions)
+
+    @property
+    def failed(self) -> list[SessionSync]:
+        return [s for s in self.sessions if s.failed]
 
     @property
     def changed(self) -> int:
@@ -128,22 +138,23 @@ class _Counter:
 
 
 def push(local: World, remote: TeamWorld, session_ids: list[str] | None = None,
-         progress: Progress | None = None) -> SyncReport:
-    """Copy to `remote` everything of the local log it lacks."""
+         progress: Progress | None = None, keep_going: bool = False) -> SyncReport:
+    """Copy to `remote` everything of the local log it lacks (`keep_going`: as pull's)."""
     return copy_sessions(local, remote, "push", remote.shown, session_ids, progress,
-                         Masks.pushing_to(remote))
+                         Masks.pushing_to(remote), keep_going)
 
 
 def pull(remote: TeamWorld, local: World, session_ids: list[str] | None = None,
-         progress: Progress | None = None) -> SyncReport:
-    """Copy into the local log everything of `remote` it lacks."""
+         progress: Progress | None = None, keep_going: bool = False) -> SyncReport:
+    """Copy into the local log everything of `remote` it lacks. A damaged session raises
+    DamagedRow, unless `keep_going`: then the report lists it and the others are copied."""
     return copy_sessions(remote, local, "pull", remote.shown, session_ids, progress,
-                         Masks.pulling_from(remote))
+                         Masks.pulling_from(remote), keep_going)
 
 
 def copy_sessions(src: World, dst: World, direction: str, where: str,
                   session_ids: list[str] | None, progress: Progress | None,
-                  masks: Masks = Masks()) -> SyncReport:
+                  masks: Masks = Masks(), keep_going: bool = False) -> SyncReport:
     """The copy loop of push and pull, between any two worlds (`where`: the other one, as
     the report shows it)."""
     start = time.monotonic()
@@ -155,7 +166,10 @@ def copy_sessions(src: World, dst: World, direction: str, where: str,
     counter = _Counter(sum(_lacking(src_marks[s], dst_marks.get(s)) for s in ids), progress)
     report = SyncReport(direction, where)
     for sid in ids:
-        report.sessions.append(copy_session(src, dst, src_marks[sid], dst_marks.get(sid), counter, masks))
+        done = _copy_or_fail(src, dst, src_marks[sid], dst_marks.get(sid), counter, masks, direction)
+        if done.failed and not keep_going:
+            raise DamagedRow(done.failed, hint=_DAMAGED_HINT)
+        report.sessions.append(done)
     report.seconds = time.monotonic() - start
     return report
 
@@ -175,10 +189,31 @@ def _lacking(src: SessionMarks, dst: SessionMarks | None) -> int:
     return sum(max(0, m.count - have.get(rel, Mark()).count) for rel, m in src.sources.items())
 
 
+_DAMAGED_HINT = "push the session again from a machine that holds it whole, or remove it from the world"
+
+
+def _copy_or_fail(src: World, dst: World, src_marks: SessionMarks, dst_marks: SessionMarks | None,
+                  counter: _Counter, masks: Masks, direction: str) -> SessionSync:
+    """copy_session, or the session marked failed, with why, when something of it is damaged;
+    a session new to a receiver that can remove one is removed there again."""
+    result = SessionSync(src_marks.session_id, src_marks.harness)
+    try:
+        return copy_session(src, dst, src_marks, dst_marks, counter, masks, result)
+    except DAMAGED as exc:
+        if dst_marks is None and hasattr(dst, "remove_session"):
+            dst.remove_session(result.session_id)
+            result = SessionSync(result.session_id, result.harness)
+        result.failed = f"session {result.session_id} not {direction}ed: {exc}"
+        return result
+
+
 def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: SessionMarks | None,
-                 counter: _Counter, masks: Masks = Masks()) -> SessionSync:
+                 counter: _Counter, masks: Masks = Masks(),
+                 into: SessionSync | None = None) -> SessionSync:
+    """Copy one session's rows, events and snapshots the receiver lacks, then its newer
+    state; `into`: the result to count them in (what came before a failure stays counted)."""
     session = src.get_session(src_marks.session_id)
-    result = SessionSync(session.id, session.harness)
+    result = into or SessionSync(session.id, session.harness)
     if dst_marks is None:  # sources need their session row first
         result.session = dst.put_session(session)
     have = dst_marks.sources if dst_marks else {}
@@ -216,9 +251,9 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     if have.last is not None and src.count_upto(source, have.last) > have.count:
         # Holes below the receiver's mark (rows lost or deleted there): re-send that part.
         added += _send(dst, masked_chunks(src.read_rows(source, upto=have.last, as_source_id=target.id),
-                                          masking), counter)
+                                          masking), counter, source.relpath)
     added += _send(dst, masked_chunks(src.read_rows(source, after=have.last, as_source_id=target.id),
-                                      masking), counter)
+                                      masking), counter, source.relpath)
     # The receiver now holds everything the sender has of this source: take its progress too,
     # unless the receiver was already further along (it is mirroring the source itself).
     if have.position <= sent.position and (target.updated_at or "") < (source.updated_at or ""):
@@ -226,82 +261,16 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     return added
 
 
-def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
-    """Rows as they come, each compressed one decoded once first: a row from a world with an
-    unknown codec or damaged bytes stops the copy with one error, before it is stored. A
-    token count no call can have (negative, past tokens.MOST: a forged or damaged row) is
-    stored as none, the row flagged `bad_field` as a parse flags such a record."""
-    from ..worlds.local import decode_raw
-
-    for rows in chunks:
-        for row in rows:
-            if row[4] is not None:
-                decode_raw(row[3], row[4])
-        yield [_counts_checked(row) for row in rows]
-
-
-_COUNTS = [RECORD_COLUMNS.index(c) for c in RECORD_COLUMNS if c.startswith("tokens_")]
-_FLAGS = RECORD_COLUMNS.index("flags")
-
-
-def _counts_checked(row: tuple) -> tuple:
-    if all(row[i] is None or plausible(row[i]) for i in _COUNTS):
-        return row
-    out = [None if i in _COUNTS and not plausible(v) else v for i, v in enumerate(row)]
-    out[_FLAGS] = ",".join(filter(None, [row[_FLAGS], "bad_field"]))
-    return tuple(out)
-
-
-def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
+def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter, relpath: str = "") -> int:
     """Append each chunk in its own transaction as it arrives: a kill loses one chunk at most."""
     added = 0
-    for rows in prefetched(checked(chunks)):
-        added += dst.append_rows(rows)
-        counter.add(len(rows))
-    return added
-
-
-class _Failed:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-_END = object()
-
-
-def prefetched(items: Iterator, depth: int = 1) -> Iterator:
-    """Yield from `items`, produced up to `depth` items ahead by a thread: reading the next
-    chunk overlaps with the receiver committing this one (about a fifth faster). The thread
-    alone touches the sender until the loop ends; an error on either side stops both."""
-    channel: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in items:
-                channel.put(item)
-                if stop.is_set():
-                    break
-            channel.put(_END)
-        except BaseException as exc:  # handed to the consumer, raised there
-            channel.put(_Failed(exc))
-        finally:
-            getattr(items, "close", lambda: None)()
-
-    thread = threading.Thread(target=produce, name="dh-prefetch", daemon=True)
-    thread.start()
     try:
-        while (item := channel.get()) is not _END:
-            if isinstance(item, _Failed):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # drain, so a producer blocked on a full queue can finish
-            try:
-                channel.get(timeout=0.05)
-            except queue.Empty:
-                pass
+        for rows in prefetched(checked(chunks)):
+            added += dst.append_rows(rows)
+            counter.add(len(rows))
+    except DamagedRow as exc:
+        raise DamagedRow(f"{relpath}: {exc}") from None
+    return added
 
 
 # status -------------------------------------------------------------------------------------

@@ -62,8 +62,17 @@ def tree_hash(data: bytes) -> str:
 
 
 def parse_tree(data: bytes) -> list[TreeEntry]:
+    """The entries of a tree; BadObject for bytes that are no tree (a world chose them, and
+    their hash can be right)."""
     if not data.startswith(TREE_MAGIC):
-        raise ValueError("not a workspace tree")
+        raise BadObject("not a workspace tree")
+    try:
+        return _entries(data)
+    except (struct.error, IndexError, ValueError):
+        raise BadObject("not a workspace tree: its entries are cut short or malformed") from None
+
+
+def _entries(data: bytes) -> list[TreeEntry]:
     out, pos = [], len(TREE_MAGIC)
     while pos < len(data):
         kind, note, has_hash, mode, size = _FIXED.unpack_from(data, pos)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .objects import BLOB, DIR, FILE, TREE, blob_hash, encode, parse_tree, tree_bytes, tree_hash
+from .objects import BLOB, DIR, FILE, TREE, BadObject, blob_hash, encode, parse_tree, tree_bytes, tree_hash
 from .scan import Rules
-from .store import checked_object, store_for
+from .store import DamagedObject, checked_object, store_for
 
 # What a masked world never receives the content of, whatever this machine's `secret_patterns`
 # let it store: the built-in secret names (.env*, *.pem, *.key, id_*, .netrc, …), listed only.
@@ -46,7 +46,7 @@ class Masked:
     def tree(self, digest: str) -> str:
         """The masked copy of the tree (itself when nothing under it changes)."""
         if digest not in self.trees:
-            entries = [self._entry(e) for e in parse_tree(self.store.get(digest))]
+            entries = [self._entry(e) for e in _tree(self.store, digest)]
             data = tree_bytes(entries)
             new = tree_hash(data)
             if new != digest:
@@ -97,7 +97,7 @@ def _lacking(give, have, root: str) -> list[str]:
                 continue
             seen.add(digest)
             out.append(digest)
-            for entry in parse_tree(give.get(digest)):
+            for entry in _tree(give, digest):
                 if entry.kind == DIR:
                     stack.append(entry.hash)
                 elif entry.hash and entry.hash not in seen:
@@ -105,6 +105,14 @@ def _lacking(give, have, root: str) -> list[str]:
                     out.append(entry.hash)
     held = have.known(out) if out else set()
     return [h for h in reversed(out) if h not in held]
+
+
+def _tree(store, digest: str) -> list:
+    """The entries of a stored tree; DamagedObject when its bytes are no tree."""
+    try:
+        return parse_tree(store.get(digest))
+    except BadObject as exc:
+        raise DamagedObject(f"refusing the workspace tree {digest[:12]}: {exc}") from None
 
 
 def _send(give, have, hashes: list[str], snap) -> None:
