@@ -40,6 +40,10 @@ URL_VARIABLES = url_variables("redis")
 VERSION = 1  # the layout of redis_scripts.py's keys; a newer one is refused, as a newer schema
 SPAN = 1 << 40  # positions: generation * SPAN + offset
 BATCH = 1000  # records per append script: Redis runs one script at a time, keep each short
+# How long a read waits for the server once it answered: a busy server (another client's
+# script, a fork for its snapshot) may stay silent for seconds; longer is a lost connection.
+# Not for the first reply: answers() reads that with the connect timeout.
+OP_TIMEOUT_S = 30
 LOCK_MS = 30_000  # a session lock lives this long unless its holder renews it (every third)
 
 
@@ -64,6 +68,18 @@ def resolve_url(url: str | None) -> str:
     return found
 
 
+def answers(url: str, timeout: float) -> None:
+    """PING on a connection of its own whose every read waits `timeout` (the connect
+    timeout: 5 s for `dh run`, 10 s for the world commands), so a listener that accepts and
+    never answers fails as fast as one that refuses. The client's own connection reads with
+    OP_TIMEOUT_S, and redis-py sets that on the socket before its handshake."""
+    probe = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        probe.ping()
+    finally:
+        probe.close()
+
+
 class RedisWorld(RedisLeases):
     name = "redis"
     url: str
@@ -76,9 +92,9 @@ class RedisWorld(RedisLeases):
         self.shown = scrub(self.url, self.url)
         self._fence = ""  # "SESSION:EPOCH" this connection's writes carry (fence())
         with self._errors(connecting=True):
+            answers(self.url, connect_timeout)
             self.client = redis.Redis.from_url(self.url, socket_connect_timeout=connect_timeout,
-                                               socket_timeout=30, socket_keepalive=True)
-            self.client.ping()
+                                               socket_timeout=OP_TIMEOUT_S, socket_keepalive=True)
         self._scripts = {name: self.client.register_script(text) for name, text in SCRIPTS.items()}
         if migrate:
             self.migrate()

@@ -1,0 +1,62 @@
+"""A team world's URL pointing at a listener that accepts and never answers (a hung server, a
+wrong port behind a proxy) fails as fast as the connect timeout says, with one `Error:` line:
+a Redis client waited for its 30 s read timeout on the first reply, so `dh run` with a Redis
+world started 30 s late. The bound asserted is a third of that read timeout, with a connect
+timeout of 1 or 2 s: an order of magnitude of margin for a loaded machine."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from dh_cli import team
+from dh_cli.errors import WorldError
+from dh_cli.team.redis_world import OP_TIMEOUT_S
+
+from .helpers.cli import dh, one_error
+
+URLS = {"redis": "redis://127.0.0.1:{port}", "postgres": "postgresql://dh:pw@127.0.0.1:{port}/dh"}
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose listener accepts every connection and never sends a byte."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held, stop = [], threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("name", sorted(URLS))
+def test_a_world_that_never_answers_fails_within_the_connect_timeout(name, silent_port):
+    start = time.monotonic()
+    with pytest.raises(WorldError, match="cannot connect"):
+        team.open_world(name, URLS[name].format(port=silent_port), connect_timeout=1)
+    assert time.monotonic() - start < OP_TIMEOUT_S / 3
+
+
+def test_world_status_on_a_silent_redis_is_one_error_line(silent_port):
+    start = time.monotonic()
+    done = dh("world", "status", "redis", "--url", URLS["redis"].format(port=silent_port))
+    took = time.monotonic() - start
+    one_error(done, 5, "cannot connect to Redis")
+    assert took < OP_TIMEOUT_S * 2 / 3, took  # the default connect timeout is 10 s
