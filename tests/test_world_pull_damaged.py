@@ -142,3 +142,43 @@ def test_pull_of_one_damaged_session_raises(tmp_path, team: Team, monkeypatch):
         remote.close()
     with pytest.raises(Exception):
         LocalWorld().get_session(sid)
+
+
+def set_row(world, source: Source, offset: int, codec: int, raw: bytes) -> None:
+    """The world's record of `source` at `offset` replaced by these stored bytes."""
+    if world.name == "postgres":
+        world.conn.execute('UPDATE dh.records SET codec = %s, raw = %s WHERE source_id = %s'
+                           ' AND "offset" = %s', [codec, raw, source.id, offset])
+    else:
+        head = [codec] + [None] * (len(RECORD_COLUMNS) - 5)
+        world.client.hset(f"dh:rd:{source.id}", b"0:%d" % offset, orjson.dumps(head) + b"\n" + raw)
+
+
+def test_a_session_already_here_keeps_what_it_had(tmp_path, team: Team, monkeypatch):
+    """Sessions pulled before, whose world copy was damaged since: where the two copies are
+    compared (the last record this log holds), or in a copy that diverged (stored here as a
+    generation of its own, every row checked as any pulled row is). Each is named, keeps
+    the records it had, and the session after them is pulled."""
+    remote = team.open()
+    try:
+        compared = a_session(remote, "1sessAcompared", "2026-01-01T00:00:00.000Z")
+        forked = a_session(remote, "1sessBdiverged", "2026-01-02T00:00:00.000Z")
+        monkeypatch.setenv("DH_HOME", str(tmp_path / "other-machine"))
+        assert pull(remote, LocalWorld()).records == 2 * LINES
+        set_row(remote, compared, (LINES - 1) * 10, 99, b'{"i":3}\n')
+        set_row(remote, forked, (LINES - 1) * 10, 0, b'{"i":"went on elsewhere"}\n')
+        set_row(remote, forked, 10, 99, b'{"i":1}\n')
+        a_session(remote, "1sessClater", "2026-01-03T00:00:00.000Z")
+    finally:
+        remote.close()
+    done = dh("world", "pull", team.name, "--url", team.url)
+    assert done.returncode == 7, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert [line for line in lines if "1sessAcompared" in line and "0:30" in line and "codec 99" in line]
+    assert [line for line in lines if "1sessBdiverged" in line and "0:10" in line and "codec 99" in line]
+    assert len(lines) == 3 and "Traceback" not in done.stderr, lines
+    local = LocalWorld()
+    assert [local.record_count(sid) for sid in ("1sessAcompared", "1sessBdiverged", "1sessClater")] \
+        == [LINES, LINES, LINES]
+    shown = dh("log", "show", "1sessBdiverged")
+    assert shown.returncode == 0, shown.stderr

@@ -13,21 +13,16 @@ that ends in the sender's last record has it)."""
 from __future__ import annotations
 
 from ..worlds.base import Mark, Position, World
+from .sync_rows import checked, decoded
 
 SPAN = 1 << 20  # how far back a record spanning the checked offset is looked for (1 MiB)
-
-
-def _decoded(row: tuple) -> bytes:
-    from ..worlds.local import decode_raw
-
-    return decode_raw(row[3], row[4])
 
 
 def raw_at(world: World, source, position: Position) -> bytes | None:
     generation, offset = position
     for batch in world.read_rows(source, after=(generation, offset - 1), upto=position):
         for row in batch:
-            return _decoded(row)
+            return decoded(row)
     return None
 
 
@@ -37,7 +32,7 @@ def _spanned(world: World, source, position: Position) -> bool:
     last = None
     for batch in world.read_rows(source, after=(generation, max(-1, offset - SPAN)), upto=position):
         last = batch[-1] if batch else last
-    return last is not None and last[2] + len(_decoded(last)) > offset
+    return last is not None and last[2] + len(decoded(last)) > offset
 
 
 def diverged(a_world: World, a_source, a: Mark, b_world: World, b_source, b: Mark, same=None) -> bool:
@@ -74,7 +69,7 @@ def keep_both(src: World, dst: World, source, target, have: Mark, sent: Mark,
     generation = max(have.last[0], sent.last[0]) + 1
     added = 0
     rows = src.read_rows(source, after=(sent.last[0], -1), upto=sent.last, as_source_id=target.id)
-    for batch in masked_chunks(rows, masking):
+    for batch in checked(masked_chunks(rows, masking)):
         added += dst.append_rows([row[:1] + (generation,) + row[2:] for row in batch])
     return added, generation
 

@@ -220,9 +220,12 @@ def copy_session(src: World, dst: World, src_marks: SessionMarks, dst_marks: Ses
     for source in src.sources(session.id):
         mark = have.get(source.relpath)
         result.sources += mark is None
-        result.records += copy_source(src, dst, source, mark or Mark(),
-                                      src_marks.sources.get(source.relpath, Mark()), counter,
-                                      result.diverged, masks)
+        try:
+            result.records += copy_source(src, dst, source, mark or Mark(),
+                                          src_marks.sources.get(source.relpath, Mark()), counter,
+                                          result.diverged, masks)
+        except DamagedRow as exc:
+            raise DamagedRow(f"{source.relpath}: {exc}") from None
     result.events = dst.append_events(masked_events(src.events(session.id, dst_marks.last_seq if dst_marks else 0),
                                                     masks.sent))
     result.snapshots = copy_workspace(src, dst, session.id, masks.sent)  # dh_cli/workspace/sync.py
@@ -251,9 +254,9 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     if have.last is not None and src.count_upto(source, have.last) > have.count:
         # Holes below the receiver's mark (rows lost or deleted there): re-send that part.
         added += _send(dst, masked_chunks(src.read_rows(source, upto=have.last, as_source_id=target.id),
-                                          masking), counter, source.relpath)
+                                          masking), counter)
     added += _send(dst, masked_chunks(src.read_rows(source, after=have.last, as_source_id=target.id),
-                                      masking), counter, source.relpath)
+                                      masking), counter)
     # The receiver now holds everything the sender has of this source: take its progress too,
     # unless the receiver was already further along (it is mirroring the source itself).
     if have.position <= sent.position and (target.updated_at or "") < (source.updated_at or ""):
@@ -261,15 +264,12 @@ def copy_source(src: World, dst: World, source: Source, have: Mark, sent: Mark,
     return added
 
 
-def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter, relpath: str = "") -> int:
+def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
     """Append each chunk in its own transaction as it arrives: a kill loses one chunk at most."""
     added = 0
-    try:
-        for rows in prefetched(checked(chunks)):
-            added += dst.append_rows(rows)
-            counter.add(len(rows))
-    except DamagedRow as exc:
-        raise DamagedRow(f"{relpath}: {exc}") from None
+    for rows in prefetched(checked(chunks)):
+        added += dst.append_rows(rows)
+        counter.add(len(rows))
     return added
 
 

@@ -22,15 +22,16 @@ def checked(chunks: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
         for rows in chunks:
             for row in rows:
                 if row[4] is not None:
-                    _decodes(row)
+                    decoded(row)
             yield [_counts_checked(row) for row in rows]
     finally:  # a reader stopped by a damaged row ends its read (a COPY holds its connection)
         getattr(chunks, "close", lambda: None)()
 
 
-def _decodes(row: tuple) -> None:
+def decoded(row: tuple) -> bytes:
+    """A stored row's native bytes; DamagedRow, naming the record, when they do not decode."""
     try:
-        decode_raw(row[3], row[4])
+        return decode_raw(row[3], row[4])
     except LogDbError as exc:
         text, named = str(exc), f"record {row[1]}:{row[2]}"
         said = named + text[len("a record"):] if text.startswith("a record") else f"{named}: {text}"
