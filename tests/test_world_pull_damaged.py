@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from dh_cli.models import Record, Session, Source
+from dh_cli.models import Event, Record, Session, Source
 from dh_cli.team.sync import pull
 from dh_cli.workspace.objects import BLOB, FILE, TREE, TreeEntry, blob_hash, tree_bytes, tree_hash
 from dh_cli.workspace.store import Snapshot, store_for
@@ -75,16 +75,28 @@ def damage_row(world, source: Source, how: str) -> None:
         world.client.hset(f"dh:rd:{source.id}", b"0:10", orjson.dumps(head) + b"\n" + raw)
 
 
+def damage_event(world, sid: str) -> None:
+    """An event of sid whose details are no JSON object (PostgreSQL), that is no JSON (Redis)."""
+    world.append_events([Event(sid, 1, "2026-12-01T00:00:00Z", 1, "run", None, {})])
+    if world.name == "postgres":
+        world.conn.execute("UPDATE dh.events SET details = '[1, 2' WHERE session_id = %s", [sid])
+    else:
+        world.client.hset(f"dh:events:{sid}", "1", b"[not json")
+
+
 def damaged_world(remote) -> dict[str, str]:
     """Sessions in creation order, the damaged ones between good ones; id -> what is wrong."""
     made = {}
-    for n, how in enumerate(["good", "codec", "packed", "types", "garbage tree", "forged tree", "good"]):
+    for n, how in enumerate(["good", "codec", "packed", "types", "garbage tree", "forged tree", "event",
+                             "good"]):
         if how == "types" and remote.name != "redis":
             continue
         sid = f"1sess{n}{how[0]}aaaaaaa"
         source = a_session(remote, sid, f"2026-01-0{n + 1}T00:00:00.000Z")
         if how in ("codec", "packed", "types"):
             damage_row(remote, source, how)
+        if how == "event":
+            damage_event(remote, sid)
         root, extra = good_tree()
         if how == "garbage tree":
             root, extra = garbage_tree(), []
@@ -124,7 +136,7 @@ def test_a_damaged_row_or_tree_stops_only_its_session(tmp_path, team: Team, monk
     # the reasons say what was wrong
     text = "\n".join(lines)
     assert "codec 99" in text and "0:10" in text
-    assert "tree" in text
+    assert "tree" in text and "event" in text
 
 
 def test_pull_of_one_damaged_session_raises(tmp_path, team: Team, monkeypatch):

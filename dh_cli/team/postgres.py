@@ -33,6 +33,7 @@ from ..models import Event, Record, Session, Source
 from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
 from ..worlds.local_places import check_ref
 from .postgres_leases import PgLeases
+from .world_rows import details_of
 from .protocol import only_match
 from .postgres_schema import MIGRATIONS, RECORD_TYPES  # noqa: F401 - re-exported
 from .postgres_url import URL_VARIABLES, resolve_url, scrub, world_error  # noqa: F401 - re-exported
@@ -286,7 +287,7 @@ class PostgresWorld(PgLeases):
     def events(self, session_id: str, after_seq: int = 0) -> list[Event]:
         rows = self._rows("SELECT session_id, seq, at, attempt, type, phase, details FROM dh.events"
                           " WHERE session_id = %s AND seq > %s ORDER BY seq", [session_id, after_seq])
-        return [Event(*row[:6], json.loads(row[6] or "{}")) for row in rows]
+        return [Event(*row[:6], details_of(row[6], row[1])) for row in rows]
 
     # marks and locks ----------------------------------------------------------------------
     def marks(self, session_id: str | None = None) -> dict[str, SessionMarks]:

@@ -32,7 +32,7 @@ from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .redis_leases import RedisLeases, _text
 from .protocol import FENCED, fenced_error, only_match
-from .redis_rows import read_row
+from .world_rows import events_of, read_row
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -276,8 +276,7 @@ class RedisWorld(RedisLeases):
         return added
 
     def events(self, session_id: str, after_seq: int = 0) -> list[Event]:
-        rows = [orjson.loads(v) for v in self._call("hvals", f"dh:events:{session_id}")]
-        return [Event(*row) for row in sorted(rows, key=lambda r: r[1]) if row[1] > after_seq]
+        return events_of(self._call("hvals", f"dh:events:{session_id}"), after_seq)
 
     # marks and locks ----------------------------------------------------------------------
     def marks(self, session_id: str | None = None) -> dict[str, SessionMarks]:
