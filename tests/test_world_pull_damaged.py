@@ -84,19 +84,27 @@ def damage_event(world, sid: str) -> None:
         world.client.hset(f"dh:events:{sid}", "1", b"[not json")
 
 
+# PostgreSQL's schema refuses these: its columns are typed
+REDIS_ONLY = ("types", "session row", "source row")
+
+
 def damaged_world(remote) -> dict[str, str]:
     """Sessions in creation order, the damaged ones between good ones; id -> what is wrong."""
     made = {}
     for n, how in enumerate(["good", "codec", "packed", "types", "garbage tree", "forged tree", "event",
-                             "good"]):
-        if how == "types" and remote.name != "redis":
+                             "session row", "source row", "good"]):
+        if how in REDIS_ONLY and remote.name != "redis":
             continue
         sid = f"1sess{n}{how[0]}aaaaaaa"
-        source = a_session(remote, sid, f"2026-01-0{n + 1}T00:00:00.000Z")
+        source = a_session(remote, sid, f"2026-01-{n + 1:02d}T00:00:00.000Z")
         if how in ("codec", "packed", "types"):
             damage_row(remote, source, how)
         if how == "event":
             damage_event(remote, sid)
+        if how == "session row":
+            remote.client.hset("dh:sessions", sid, b'["%s", 7]' % sid.encode())
+        if how == "source row":
+            remote.client.hset(f"dh:sources:{sid}", source.relpath, b"{}")
         root, extra = good_tree()
         if how == "garbage tree":
             root, extra = garbage_tree(), []

@@ -25,14 +25,15 @@ import orjson
 import redis
 
 from ..config import url_variables
-from ..errors import SessionLocked, SessionNotFound, WorldError
+from ..errors import DamagedRow, SessionLocked, SessionNotFound, WorldError
 from ..models import Event, Record, Session, Source
 from ..worlds.base import CHUNK, Mark, Position, SessionMarks, group_marks
 from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .redis_leases import RedisLeases, _text
 from .protocol import FENCED, fenced_error, only_match
-from .world_rows import events_of, read_row
+from .world_rows import (events_of, in_order, object_row, position, read_row, session_of,
+                         snapshot_rows, source_of)
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -53,10 +54,6 @@ def _score(position: Position) -> int:
 
 def _key(generation: int, offset: int) -> bytes:
     return b"%d:%d" % (generation, offset)
-
-
-def _session(value: bytes) -> Session:
-    return Session(*orjson.loads(value))
 
 
 def resolve_url(url: str | None) -> str:
@@ -171,14 +168,14 @@ class RedisWorld(RedisLeases):
         value = self._call("hget", "dh:sessions", session_id)
         if value is None:
             return "", ""
-        fatal = replace(_session(value), state="fatal", updated_at=now_iso())
+        fatal = replace(session_of(value), state="fatal", updated_at=now_iso())
         return orjson.dumps([getattr(fatal, c) for c in SESSION_COLUMNS]), fatal.updated_at
 
     def get_session(self, session_id: str) -> Session:
         value = self._call("hget", "dh:sessions", session_id)
         if value is None:
             raise SessionNotFound(f"no session {session_id!r} in the Redis world")
-        return _session(value)
+        return session_of(value, session_id)
 
     def find_session(self, ref: str) -> Session:
         """A dh id, a unique prefix of one, or the harness's own session id."""
@@ -190,7 +187,7 @@ class RedisWorld(RedisLeases):
         return only_match(matches, ref, "Redis", self.name)
 
     def sessions(self, harness: str | None = None) -> list[Session]:
-        every = [_session(v) for v in self._call("hvals", "dh:sessions")]
+        every = [session_of(v, _text(k)) for k, v in self._call("hgetall", "dh:sessions").items()]
         return sorted((s for s in every if harness is None or s.harness == harness),
                       key=lambda s: (s.created_at, s.id))
 
@@ -201,7 +198,7 @@ class RedisWorld(RedisLeases):
             pipe.hget(f"dh:source_ids:{session_id}", relpath)
             pipe.hget(f"dh:sources:{session_id}", relpath)
             found, value = pipe.execute()
-        return Source(int(found), *orjson.loads(value)) if found else None
+        return source_of(found, value, relpath) if found else None
 
     def put_source(self, source: Source, update: bool = False) -> Source:
         row = orjson.dumps([getattr(source, c) for c in SOURCE_COLUMNS[1:]])
@@ -214,8 +211,7 @@ class RedisWorld(RedisLeases):
             pipe.hgetall(f"dh:source_ids:{session_id}")
             pipe.hgetall(f"dh:sources:{session_id}")
             ids, rows = pipe.execute()
-        return sorted((Source(int(ids[rel]), *orjson.loads(rows[rel])) for rel in ids),
-                      key=lambda s: s.id)
+        return sorted((source_of(ids[rel], rows.get(rel), _text(rel)) for rel in ids), key=lambda s: s.id)
 
     # records ------------------------------------------------------------------------------
     def append_rows(self, rows: list[tuple]) -> int:
@@ -281,11 +277,21 @@ class RedisWorld(RedisLeases):
     # marks and locks ----------------------------------------------------------------------
     def marks(self, session_id: str | None = None) -> dict[str, SessionMarks]:
         if session_id is None:
-            chosen = self.sessions()
+            found = self._call("hgetall", "dh:sessions").items()
         else:
             value = self._call("hget", "dh:sessions", session_id)
-            chosen = [_session(value)] if value else []
-        return group_marks(row for s in chosen for row in self._mark_rows(s))
+            found = [(session_id, value)] if value else []
+        return group_marks(row for sid, session in in_order(found) for row in self._marks_of(sid, session))
+
+    def _marks_of(self, sid: str, session: Session | None) -> list[tuple]:
+        """The session's mark rows; a damaged session's (its row, a source, a key) are its id
+        alone, so a copy reaches it and fails it by name, not every session after it."""
+        try:
+            if session is not None:
+                return self._mark_rows(session)
+        except DamagedRow:
+            pass
+        return [(sid, "", "", None, None, None, None, None)]
 
     def _mark_rows(self, session: Session) -> list[tuple]:
         sources = self.sources(session.id)
@@ -303,7 +309,7 @@ class RedisWorld(RedisLeases):
         out = []
         for n, source in enumerate(sources):
             count, tip = got[1 + 2 * n], got[2 + 2 * n]
-            generation, offset = map(int, tip[0].split(b":")) if tip else (None, None)
+            generation, offset = position(tip[0]) if tip else (None, None)
             out.append((*head, source.relpath, count, generation, offset, last_seq))
         return out
 
@@ -335,18 +341,13 @@ class RedisWorld(RedisLeases):
         return sum(done[:len(objects)])
 
     def ws_snapshot_rows(self, session_id: str, after_seq: int = 0) -> list[tuple]:
-        rows = [tuple(orjson.loads(v)) for v in self._call("hvals", f"dh:ws_snapshots:{session_id}")]
-        return sorted((r for r in rows if r[1] > after_seq), key=lambda r: r[1])
+        return snapshot_rows(self._call("hvals", f"dh:ws_snapshots:{session_id}"), after_seq)
 
     def ws_object_rows(self, hashes: list[str]) -> list[tuple]:
         if not hashes:
             return []
-        out = []
-        for digest, value in zip(hashes, self._call("hmget", "dh:ws_objects", hashes)):
-            if value is not None:
-                head, data = value.split(b"\n", 1)
-                out.append((digest, *orjson.loads(head), data))
-        return out
+        found = zip(hashes, self._call("hmget", "dh:ws_objects", hashes))
+        return [object_row(digest, value) for digest, value in found if value is not None]
 
 
 class RedisSessionLock:

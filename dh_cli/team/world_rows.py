@@ -11,40 +11,63 @@ from dataclasses import fields
 import orjson
 
 from ..errors import DamagedRow
-from ..models import Event, Record
-from ..worlds.rows import RECORD_COLUMNS
+from ..models import Event, Record, Session, Source
+from ..workspace.store import Snapshot
 
 
 def read_row(source_id: int, key: bytes, value: bytes | None) -> tuple:
     """A stored row from its key and value. Redis keeps the columns as JSON, so any JSON can
     be there: a row whose columns are not the Record's, each of its type, is DamagedRow."""
+    generation, offset = position(key)
+    try:
+        head, raw = value.split(b"\n", 1)
+    except (ValueError, AttributeError):
+        raise DamagedRow(f"record {_shown(key)} is not a row dh wrote") from None
+    return (source_id, generation, offset, raw, *columns_of(head, RECORD_KINDS, f"record {_shown(key)}"))
+
+
+def position(key: bytes) -> tuple[int, int]:
+    """(generation, offset) from a record's key."""
     try:
         generation, offset = map(int, key.split(b":"))
-        head, raw = value.split(b"\n", 1)
-        columns = orjson.loads(head)
-    except (ValueError, AttributeError, orjson.JSONDecodeError):
+    except ValueError:
         raise DamagedRow(f"record {_shown(key)} is not a row dh wrote") from None
-    wrong = _wrong_column(columns)
-    if wrong:
-        raise DamagedRow(f"record {_shown(key)} has {wrong}")
-    return (source_id, generation, offset, raw, *columns)
+    return generation, offset
 
 
 def _shown(key: bytes) -> str:
     return key.decode("utf-8", "backslashreplace")
 
 
-# after raw: int columns take a whole number (bool is none), text columns a string; any may be null
-_KINDS = [(name, int if f.type.startswith("int") else str)
-          for name, f in zip(RECORD_COLUMNS[4:], fields(Record)[4:])]
+def _kinds(cls, skip: int = 0) -> list[tuple[str, type]]:
+    """(name, int or str) of each field of cls from `skip` on: what its JSON row holds. An
+    int column takes a whole number (a bool is none), a text column a string, any a null
+    (the local log's columns may hold NULL where the dataclass says otherwise)."""
+    return [(f.name, int if f.type.startswith("int") else str) for f in fields(cls)[skip:]]
 
 
-def _wrong_column(columns) -> str | None:
-    if not isinstance(columns, list) or len(columns) != len(_KINDS):
-        return "not the columns of a record"
-    for (name, kind), value in zip(_KINDS, columns):
-        if value is not None and (type(value) is not kind):
-            return f"a {type(value).__name__} in its {name} column"
+RECORD_KINDS = _kinds(Record, 4)  # after source_id, generation, offset, raw
+SESSION_KINDS, SOURCE_KINDS, SNAPSHOT_KINDS = _kinds(Session), _kinds(Source, 1), _kinds(Snapshot)
+
+
+def columns_of(value: bytes, kinds: list, what: str) -> list:
+    """The JSON row's columns, each of its kind; DamagedRow naming `what` otherwise."""
+    try:
+        row = orjson.loads(value)
+    except (orjson.JSONDecodeError, TypeError):
+        row = None
+    wrong = _wrong_column(row, kinds)
+    if wrong:
+        raise DamagedRow(f"{what} {wrong}")
+    return row
+
+
+def _wrong_column(row, kinds: list) -> str | None:
+    if not isinstance(row, list) or len(row) != len(kinds):
+        return "is not a row dh wrote"
+    for (name, kind), value in zip(kinds, row):
+        if value is not None and type(value) is not kind:
+            return f"has a {type(value).__name__} in its {name} column"
     return None
 
 
@@ -76,3 +99,48 @@ def events_of(values: list[bytes], after_seq: int) -> list[Event]:
         if row[1] > after_seq:
             out.append(Event(*row))
     return sorted(out, key=lambda e: e.seq)
+
+
+def session_of(value: bytes, sid: str = "") -> Session:
+    """A session from its JSON row (`sid`: its id, to name it when the row is damaged)."""
+    return Session(*columns_of(value, SESSION_KINDS, f"the row of session {sid}".rstrip()))
+
+
+def in_order(found) -> list[tuple[str, Session | None]]:
+    """(id, its session, None where its row is damaged) by creation, as sessions() lists them."""
+    out = []
+    for key, value in found:
+        sid = key.decode("utf-8", "backslashreplace") if isinstance(key, bytes) else key
+        try:
+            out.append((sid, session_of(value, sid)))
+        except DamagedRow:
+            out.append((sid, None))
+    return sorted(out, key=lambda pair: ((pair[1].created_at if pair[1] else "") or "", pair[0]))
+
+
+def source_of(found: bytes, value: bytes | None, relpath: str) -> Source:
+    """A source from its id and its JSON row."""
+    try:
+        source_id = int(found)
+    except ValueError:
+        raise DamagedRow(f"the source {relpath} has no id dh gave") from None
+    return Source(source_id, *columns_of(value, SOURCE_KINDS, f"the source {relpath}"))
+
+
+def snapshot_rows(values: list[bytes], after_seq: int) -> list[tuple]:
+    """Workspace snapshot rows after `after_seq`, in order, from their JSON rows."""
+    rows = [tuple(columns_of(v, SNAPSHOT_KINDS, "a workspace snapshot")) for v in values]
+    if any(r[1] is None for r in rows):
+        raise DamagedRow("a workspace snapshot has no number")
+    return sorted((r for r in rows if r[1] > after_seq), key=lambda r: r[1])
+
+
+def object_row(digest: str, value: bytes) -> tuple:
+    """A workspace object row (hash, kind, size, codec, data) from its value: its kind, size
+    and codec as JSON, a newline, its stored bytes."""
+    try:
+        head, data = value.split(b"\n", 1)
+        kind, size, codec = orjson.loads(head)
+    except (ValueError, TypeError, orjson.JSONDecodeError):
+        raise DamagedRow(f"the workspace object {digest[:12]} is not one dh wrote") from None
+    return (digest, kind, size, codec, data)
