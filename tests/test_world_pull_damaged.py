@@ -8,6 +8,8 @@ PostgreSQL and Redis servers, through the real CLI."""
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 
@@ -145,6 +147,10 @@ def test_a_damaged_row_or_tree_stops_only_its_session(tmp_path, team: Team, monk
     text = "\n".join(lines)
     assert "codec 99" in text and "0:10" in text
     assert "tree" in text and "event" in text
+    # and the world's listing still shows every session, the damaged ones too
+    listed = dh("world", "status", team.name, "--url", team.url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {row["session_id"] for row in json.loads(listed.stdout)} == set(made)
 
 
 def test_pull_of_one_damaged_session_raises(tmp_path, team: Team, monkeypatch):

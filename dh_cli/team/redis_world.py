@@ -32,7 +32,7 @@ from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .redis_leases import RedisLeases, _text
 from .protocol import FENCED, fenced_error, only_match
-from .world_rows import (events_of, in_order, object_row, position, read_row, session_of,
+from .world_rows import (damaged, events_of, in_order, object_row, position, read_row, session_of,
                          snapshot_rows, source_of)
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
@@ -187,9 +187,8 @@ class RedisWorld(RedisLeases):
         return only_match(matches, ref, "Redis", self.name)
 
     def sessions(self, harness: str | None = None) -> list[Session]:
-        every = [session_of(v, _text(k)) for k, v in self._call("hgetall", "dh:sessions").items()]
-        return sorted((s for s in every if harness is None or s.harness == harness),
-                      key=lambda s: (s.created_at, s.id))
+        every = [s or damaged(sid) for sid, s in in_order(self._call("hgetall", "dh:sessions").items())]
+        return [s for s in every if harness is None or s.harness == harness]
 
     # sources ------------------------------------------------------------------------------
     def get_source(self, session_id: str, relpath: str) -> Source | None:

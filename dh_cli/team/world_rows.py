@@ -106,6 +106,12 @@ def session_of(value: bytes, sid: str = "") -> Session:
     return Session(*columns_of(value, SESSION_KINDS, f"the row of session {sid}".rstrip()))
 
 
+def damaged(sid: str) -> Session:
+    """What a listing shows for a session whose row is damaged: its id and that state (the
+    session itself is refused by name wherever it is read: get_session)."""
+    return Session(sid, "", state="damaged")
+
+
 def in_order(found) -> list[tuple[str, Session | None]]:
     """(id, its session, None where its row is damaged) by creation, as sessions() lists them."""
     out = []
