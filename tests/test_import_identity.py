@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 from dh_cli.worlds.local import LocalWorld
+from dh_cli.workspace.store import Snapshot, store_for
 
 from .conftest import FIXTURES, fixture_home
 from .helpers.cli import dh, one_error
@@ -123,14 +124,17 @@ def test_a_bad_session_is_skipped_with_a_warning_and_the_rest_imported(tmp_path)
 def test_log_rm_removes_a_session_and_its_records(tmp_path):
     home = fixture_home("pi", "basic", tmp_path)
     assert dh("import", "pi", "--all", "--home", str(home)).returncode == 0
-    (session,) = LocalWorld().sessions()
+    world = LocalWorld()
+    (session,) = world.sessions()
+    store_for(world).put([], [Snapshot(session.id, 1, "2026-12-06T05:00:00Z", None, None, "start",
+                                       "0" * 64, None, None, 0, 0, 0)])
     one_error(dh("log", "rm", session.id), 2, "without --yes")
     assert counts()[0] == 1
     removed = dh("log", "rm", session.id[:8], "--yes")
     assert removed.returncode == 0 and f"removed session {session.id}" in removed.stdout
     assert counts() == (0, 0)
     with sqlite3.connect(Path(os.environ["DH_HOME"]) / "dh.db") as conn:
-        for table in ("sources", "records", "events", "places", "mirrored_paths"):
+        for table in ("sources", "records", "events", "places", "mirrored_paths", "ws_snapshots"):
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
     assert dh("import", "pi", "--all", "--home", str(home)).returncode == 0
     assert counts()[0] == 1

@@ -48,14 +48,15 @@ class LocalPlaces:
                              "`dh import` can backfill the session from the harness's own files")
 
     def remove_session(self, session_id: str) -> int:
-        """Remove a session, its sources, records and events from this log, in one
-        transaction; the number of records removed. (A world keeps its own copy.)"""
+        """Remove a session, its sources, records, events and workspace snapshots (their
+        objects may be shared) from this log, in one transaction; the number of records
+        removed. (A world keeps its own copy.)"""
         with self._write() as conn:
             sources = "SELECT id FROM sources WHERE session_id = ?"
             removed = conn.execute(f"DELETE FROM records WHERE source_id IN ({sources})",
                                    [session_id]).rowcount
             conn.execute(f"DELETE FROM mirrored_paths WHERE source_id IN ({sources})", [session_id])
-            for table in ("sources", "events", "places", "session_worlds", "forks"):
+            for table in ("sources", "events", "places", "session_worlds", "forks", "ws_snapshots"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
         return removed
