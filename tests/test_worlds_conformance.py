@@ -340,3 +340,21 @@ def _until(predicate, timeout: float = 10) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_stopping_with_the_lease_never_held_waits_for_no_flush(tmp_path, monkeypatch):
+    """A world down from the start: the lease was never held, nothing may be written, so
+    stopping does not wait FLUSH_FOR (made an hour here) for a server to answer."""
+    from dh_cli.team import shipper as module
+    from dh_cli.worlds.local import LocalWorld
+
+    monkeypatch.setattr(module, "FLUSH_FOR", 3600.0)
+    local = LocalWorld(tmp_path / "dh.db")
+    made = local.create_session("claude-code", cwd="/w", home="/h", state="running")
+    shipper = module.Shipper(tmp_path / "dh.db", "redis", "redis://127.0.0.1:1", made.id,
+                             lambda: None, lambda _: None).start()
+    stopped: list = []
+    stopper = threading.Thread(target=lambda: stopped.append(shipper.stop()), daemon=True)
+    stopper.start()
+    stopper.join(60)  # a hang, not a speed: the flush would wait an hour
+    assert stopped == [False]  # the world has none of it: dh says so (live_world.detach)

@@ -44,6 +44,7 @@ class Shipper:
         self.fenced: str | None = None
         self.behind_since: float | None = None
         self.shipped = 0
+        self.held = False  # the lease was held once: something could be shipped
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dh-shipper", daemon=True)
         self._caught_up = threading.Event()
@@ -72,6 +73,8 @@ class Shipper:
                 failures = 0 if ok else failures + 1
                 seen = version if ok else seen
             if self._stop.is_set():
+                if self.epoch_of() is None:  # the lease never held: nothing may be written
+                    return  # (dh run with a world down at its start waited FLUSH_FOR at exit)
                 deadline = deadline or time.monotonic() + FLUSH_FOR
                 # done once what was committed up to now is shipped: a commit made while the
                 # last batch travelled (the session's final state, seen missing after a long
@@ -87,6 +90,7 @@ class Shipper:
         epoch = self.epoch_of()
         if epoch is None:
             return False  # the lease is not held yet: nothing may be written
+        self.held = True
         try:
             link.ship(local, epoch)
         except WorldError as exc:
@@ -116,7 +120,7 @@ class Shipper:
         """Ship what is left (up to FLUSH_FOR s) and stop; whether the world has it all."""
         self._stop.set()
         self._thread.join(timeout=FLUSH_FOR + 5)
-        return self.behind_since is None and not self.fenced
+        return self.held and self.behind_since is None and not self.fenced
 
 
 def _version(local: LocalWorld) -> int:
