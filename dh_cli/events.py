@@ -30,11 +30,13 @@ SOURCE_BACK, SOURCE_UNREADABLE = "source_back", "source_unreadable"
 LOG_WRITE_FAILED, DOCUMENTS_RESTORED = "log_write_failed", "documents_restored"
 UNTRIED_VERSION, WORKSPACE = "untried_version", "workspace"
 FORKED = "forked"
+UNHIDDEN = "unhidden"
 
 TYPES = (RUN, LAUNCH, LAUNCHED, EXITED, STATE, STALL, LINGER, RESUME, RESUME_PLAN, RESUME_SKIPPED,
          LEASE_LOST, LIMIT, REPAIR, REPAIRED, REPAIR_SKIPPED, UNLOGGED_TOOL, REBUILT, MOVED,
          SOURCE_MOVED, TAKEOVER, SOURCE_REWRITTEN, SOURCE_DELETED, SOURCE_BACK, SOURCE_UNREADABLE,
-         LOG_WRITE_FAILED, DOCUMENTS_RESTORED, UNTRIED_VERSION, WORKSPACE, FORKED)
+         LOG_WRITE_FAILED, DOCUMENTS_RESTORED, UNTRIED_VERSION, WORKSPACE, FORKED,
+         UNHIDDEN)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,12 @@ def unlogged_tool(outcome: dict) -> Event:
 def rebuilt(details: dict) -> Event:
     """A native source written back from the log (the store's restore says what it did)."""
     return Event(REBUILT, details, "outcome")
+
+
+def unhidden(change: dict) -> Event:
+    """A native file changed so the harness's own picker lists the session (`dh restore
+    --unhide`): {"path", "line", "field", "from", "to", "kept"}."""
+    return Event(UNHIDDEN, change, "outcome")
 
 
 def moved(plan: dict) -> Event:

@@ -89,6 +89,8 @@ SUMMARIES = {
     "unlogged_tool": lambda d: ("a command ran with no call in the session: "
                                 f"{clip_words(str(d.get('command', '')), 80)}"),
     "rebuilt": lambda d: f"native file {d.get('path')} rebuilt from the log ({d.get('bytes')} bytes)",
+    "unhidden": lambda d: (f"{d.get('path')} line {d.get('line')}: {d.get('field')} {d.get('from')} -> "
+                           f"{d.get('to')}, so the harness's picker lists it (original kept as {d.get('kept')})"),
     "takeover": lambda d: (f"took over from {d.get('from_host')} (epoch {d.get('from_epoch')}) -> "
                            f"{d.get('host')} (epoch {d.get('epoch')}), by {d.get('by')}"),
     "limit": _limit,

@@ -76,7 +76,8 @@ def session_list(sessions: list[dict], relative_times: bool, width: int) -> None
                               f"is {s['lost']}); bring it back: {s['restore']}")
         elif s.get("hidden"):
             output.print_text(f"{s['prefix']}: not in {s['harness']}'s own picker ({s['hidden']}); "
-                              "resuming it by id works")
+                              "resuming it by id works" + (f"; listed there after: {s['unhide']}"
+                                                           if s.get("unhide") else ""))
 
 
 def _titled(session: dict) -> str:

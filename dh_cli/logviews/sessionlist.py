@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import UsageError
+from ..events import UNHIDDEN
 from ..tokens import KINDS
 from ..stores.lost import lost_sessions, native_mains, restore_command
 from ..pricing import PRICE_FILE, Pricer, calls_cost
@@ -69,7 +70,7 @@ def describe(world, rows: list[dict], with_resumes: bool = True) -> list[dict]:
     turns = turn_counts(world, [r["id"] for r in rows])
     mains = native_mains(world, [r["id"] for r in rows])  # every session's: 37 ms of a 165 ms page of 10,001
     lost = lost_sessions(world, {r["id"] for r in rows}, mains)  # a stat a session (stores/lost.py)
-    hidden = picker_hidden(mains)
+    hidden = picker_hidden(world, mains)
     for row in rows:
         title, sums = kept[row["id"]]
         row["prefix"] = prefixes.get(row["id"], row["id"])
@@ -79,6 +80,7 @@ def describe(world, rows: list[dict], with_resumes: bool = True) -> list[dict]:
         row["lost"] = lost.get(row["id"])  # what its harness lost: "gone", "shorter"
         row["restore"] = restore_command(row["prefix"]) if row["lost"] else None
         row["hidden"] = None if row["lost"] else hidden.get(row["id"])  # from the harness's picker
+        row["unhide"] = unhide_command(row) if row["hidden"] else None
         row["tokens"] = sum_totals(sums)
         calls = each_call.get(row["id"]) or [(model, *counts) for model, _, *counts in sums]
         row["cost"] = calls_cost(calls, pricer)["usd"]
@@ -96,9 +98,10 @@ def turn_counts(world, session_ids: list[str]) -> dict[str, int]:
             for sid in session_ids}
 
 
-def picker_hidden(mains: dict[str, tuple]) -> dict[str, str]:
+def picker_hidden(world, mains: dict[str, tuple]) -> dict[str, str]:
     """session id -> why its harness's own picker does not list it (its wrapper says, from
-    the args dh started it with here; one decision per distinct command line)."""
+    the args dh started it with here; one decision per distinct command line), unless
+    `dh restore --unhide` made it listed."""
     said: dict[tuple, str | None] = {}
     out = {}
     for sid, (harness, *_, argv) in mains.items():
@@ -106,7 +109,15 @@ def picker_hidden(mains: dict[str, tuple]) -> dict[str, str]:
             said[harness, argv] = _hides(harness, argv)
         if argv and said[harness, argv]:
             out[sid] = said[harness, argv]
-    return out
+    listed = getattr(world, "sessions_with_event", lambda *_: set())(UNHIDDEN, list(out))
+    return {sid: why for sid, why in out.items() if sid not in listed}
+
+
+def unhide_command(row: dict) -> str | None:
+    """The command that makes the harness's picker list the session, where dh can."""
+    from ..wrappers import get
+
+    return f"dh restore --unhide {row['prefix']}" if get(row["harness"]).unhides_picker else None
 
 
 def _hides(harness: str, argv: str) -> str | None:

@@ -18,6 +18,7 @@ from ..stores import store_of
 from ..stores.lost import lost_sessions, restore_command
 from ..wrappers.base import Wrapper
 from .prepare import _launch_binary
+from .unhide import hidden_change
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Restoring:
     resume: str | None = None  # the harness's own command that goes on with it
     error: str | None = None
     listed: dict | None = None  # the harness's own list made to show it (Wrapper.relist)
+    hidden: dict | None = None  # present, but its picker hides it: what --unhide would change
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +68,7 @@ def restore_one(world, session: Session, why: str | None, force: bool, dry_run: 
         done.error = f"not run on this machine: `dh resume {session.id}` brings it here"
         return done
     if why is None:
+        done.hidden = hidden_change(world, session)
         return done  # the harness has it: never touched
     launch = lambda: harness or _launch_binary(wrapper)  # noqa: E731 - found only when needed
     try:

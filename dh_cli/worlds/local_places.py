@@ -122,6 +122,16 @@ class LocalPlaces:
             session_ids if named else [])
         return {row[0]: tuple(row[1:]) for row in rows}
 
+    def sessions_with_event(self, type_: str, session_ids: list[str]) -> set[str]:
+        """Those of the named sessions with an event of this type (by the events' key)."""
+        found: set[str] = set()
+        for at in range(0, len(session_ids), 500):  # SQLite's bound values
+            ids = session_ids[at:at + 500]
+            found.update(row[0] for row in self.conn.execute(
+                f"SELECT DISTINCT session_id FROM events WHERE session_id IN ({', '.join('?' * len(ids))})"
+                " AND type = ?", [*ids, type_]))
+        return found
+
     def lock_native(self, harness: str, key: str):
         """An exclusive, non-blocking lock on a native session's id or file."""
         from .locks import NativeLock

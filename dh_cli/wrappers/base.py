@@ -171,6 +171,14 @@ class Wrapper:
         args although its file is there (None: it lists it)."""
         return None
 
+    unhides_picker = False  # unhidden() can make the picker list a session it hides
+
+    def unhidden(self, data: bytes):
+        """The main native file's bytes changed so that the harness's own picker lists the
+        session, and what changed (`.data`, `.line`, `.field`, `.old`, `.new`); None when
+        nothing dh can change hides it. ValueError when that change cannot be made exactly."""
+        return None
+
     def restore_relpath(self, home: Path, relpath: str, cwd: str | None) -> str:
         """Where `dh restore` puts a source back: the folder the harness uses now for the
         session's cwd, by default the one it wrote the source in."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .base import regular_file
 from .claude_cleanup import cleanup_days
+from .claude_picker import unhidden
 
 LOOKED_AT = 3  # transcripts read per folder: each one's first rows name its cwd
 
@@ -63,6 +64,12 @@ class ClaudeSessionPlaces:
         """A `-p` run's rows say `entrypoint: sdk-cli`, and `claude --resume`'s picker hides
         SDK sessions; `claude --resume ID` still resumes them (shared docs, harnesses.md §8)."""
         return "started with -p: `claude --resume` lists no SDK session" if self.is_headless(args) else None
+
+    unhides_picker = True
+
+    def unhidden(self, data: bytes):
+        """The transcript with the SDK entrypoint the picker reads set to `cli` (claude_picker.py)."""
+        return unhidden(data)
 
     def cleanup_days(self, home: Path) -> int | None:
         return cleanup_days(home)

@@ -4,7 +4,8 @@ and Pi's `pi --resume` picker (TUIs, their screens read through tmux), OpenCode'
 session list`. Each list is read three times: the session is listed; lost the way its harness
 loses it, it is not (so the reading can fail); after `dh restore --lost --yes` it is listed
 again. Codex lists from its `threads` rows, which `codex delete` drops: there the restore has
-Codex's app-server rescan the rollouts (wrappers/codex_index.py)."""
+Codex's app-server rescan the rollouts (wrappers/codex_index.py). A session Claude Code's
+picker hides (started with `-p`) is listed after `dh restore --unhide`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.model_server import tool_results
 from tests.helpers.real_runs import RUN_TIMEOUT, lose_as_harness_does, newest_session
 from tests.helpers.tmux import screen_of
 from tests.rig import HARNESSES
@@ -24,7 +26,7 @@ from .tui import TUI, Tui, seed_claude_tui, trust_codex_project  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
-FIRST, SECOND = "Count the steps.", "Something else."
+FIRST, SECOND, GO_ON = "Count the steps.", "Something else.", "Go on."
 SCRIPT = {"replies": [{"text": "Running a command.", "shell": "echo step-one | tee -a steps.log"},
                       {"text": "All done."}]}
 BIN_VARS = {"claude-code": "DH_CLAUDE_BIN", "codex": "DH_CODEX_BIN", "opencode": "DH_OPENCODE_BIN",
@@ -109,3 +111,39 @@ def test_the_harness_own_list_shows_the_restored_session(real_rig, installed, ha
     assert shows(harness, seen, native_id), seen
     if harness == "codex":
         assert restored[0]["listed"] == {"via": "codex app-server thread/list", "listed": True}
+
+
+def test_a_session_the_picker_hides_is_listed_after_unhide_and_goes_on_whole(real_rig, installed):
+    """Claude Code's picker hides a `-p` session although its transcript is there; `dh
+    restore` alone leaves it so, `dh restore --unhide` makes the picker list it, and
+    `claude --resume` still goes on with its whole conversation."""
+    rig = real_rig(SCRIPT)
+    seed_claude_tui(rig, installed.versions()["claude-code"])
+    hidden, main = run_session(rig, "claude-code", FIRST)  # -p: `entrypoint: sdk-cli`
+    run_session(rig, "claude-code", SECOND, typed=True)  # listed: the picker draws a list
+    seen = own_list(rig, "claude-code")
+    assert SECOND in seen and FIRST not in seen, seen
+    original = main.read_bytes()
+    plain = rig.dh("restore", hidden["id"], "--json", timeout=RUN_TIMEOUT)
+    assert json.loads(plain.stdout)[0]["hidden"]["from"] == "sdk-cli"
+    assert main.read_bytes() == original  # no opt-in: nothing changes
+
+    done = rig.dh("restore", "--unhide", hidden["id"], "--json", timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    (unhidden,) = json.loads(done.stdout)
+    assert unhidden["status"] == "unhidden" and Path(unhidden["change"]["kept"]).read_bytes() == original
+    seen = own_list(rig, "claude-code")
+    assert FIRST in seen and SECOND in seen, seen
+
+    asked = len(rig.server.main_requests())
+    went_on = subprocess.run(harness_argv(rig, "claude-code", "-p", GO_ON, "--resume",
+                                          hidden["harness_session_id"], "--output-format", "json",
+                                          "--dangerously-skip-permissions"),
+                             cwd=rig.proj, env=rig.env, capture_output=True,
+                             stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
+    assert went_on.returncode == 0, went_on.stderr.decode(errors="replace")[-2000:]
+    first = rig.server.main_requests()[asked]
+    body = json.dumps(first["body"])
+    assert FIRST in body and GO_ON in body and SECOND not in body
+    results = [text for _, text, _ in tool_results(first["api"], first["body"])]
+    assert any("step-one" in text for text in results), results
