@@ -15,36 +15,14 @@ import pytest
 
 from dh_cli.wrappers import get
 
-from .fakes.model_server import FakeModelServer
-from .rig import SCRIPT, Rig
+from .helpers.restore_runs import rig, run_session, stamp  # noqa: F401 (rig: a fixture)
 
 FILE_HARNESSES = ("claude-code", "codex", "pi")
-
-
-@pytest.fixture
-def rig(tmp_path):
-    server = FakeModelServer(SCRIPT).start()
-    yield Rig(tmp_path, server)
-    server.stop()
-
-
-def run_session(rig, harness: str) -> tuple[dict, Path]:
-    """A new session run under dh: its log row and its main native file."""
-    assert rig.run(harness).returncode == 0
-    world = rig.world()
-    session = world.list_sessions()[-1]
-    main = Path(world.mirrored_path(world.sources(session["id"])[0].id))
-    world.close()
-    return session, main
 
 
 def restore(rig, *args: str) -> tuple[int, object]:
     done = rig.dh("restore", *args, "--json")
     return done.returncode, json.loads(done.stdout or b"null")
-
-
-def stamp(path: Path) -> tuple[bytes, int]:
-    return path.read_bytes(), path.stat().st_mtime_ns
 
 
 @pytest.mark.parametrize("harness", FILE_HARNESSES)

@@ -12,35 +12,14 @@ import pytest
 
 from dh_cli.wrappers.claude_picker import hidden_by, picker_entrypoint, unhidden
 
-from .fakes.model_server import FakeModelServer
-from .rig import SCRIPT, Rig
+from .helpers.restore_runs import rig, run_session, stamp  # noqa: F401 (rig: a fixture)
 
 REAL = sorted(Path(__file__).parent.glob("fixtures/real/claude-code/*/claude-config/projects/*/*.jsonl"))
-
-
-@pytest.fixture
-def rig(tmp_path):
-    server = FakeModelServer(SCRIPT).start()
-    yield Rig(tmp_path, server)
-    server.stop()
-
-
-def run_session(rig, harness: str) -> tuple[dict, Path]:
-    assert rig.run(harness).returncode == 0
-    world = rig.world()
-    session = world.list_sessions()[-1]
-    main = Path(world.mirrored_path(world.sources(session["id"])[0].id))
-    world.close()
-    return session, main
 
 
 def dh_json(rig, *args: str) -> tuple[int, object]:
     done = rig.dh(*args, "--json")
     return done.returncode, json.loads(done.stdout or b"null")
-
-
-def stamp(path: Path) -> tuple[bytes, int]:
-    return path.read_bytes(), path.stat().st_mtime_ns
 
 
 def logged_generations(rig, session_id: str) -> list[bytes]:

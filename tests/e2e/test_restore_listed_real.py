@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.model_server import tool_results
-from tests.helpers.real_runs import RUN_TIMEOUT, lose_as_harness_does, newest_session
+from tests.helpers.real_runs import RUN_TIMEOUT, goes_on_whole, lose_as_harness_does, newest_session
 from tests.helpers.tmux import screen_of
 from tests.rig import HARNESSES
 
@@ -135,15 +134,6 @@ def test_a_session_the_picker_hides_is_listed_after_unhide_and_goes_on_whole(rea
     seen = own_list(rig, "claude-code")
     assert FIRST in seen and SECOND in seen, seen
 
-    asked = len(rig.server.main_requests())
-    went_on = subprocess.run(harness_argv(rig, "claude-code", "-p", GO_ON, "--resume",
-                                          hidden["harness_session_id"], "--output-format", "json",
-                                          "--dangerously-skip-permissions"),
-                             cwd=rig.proj, env=rig.env, capture_output=True,
-                             stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
-    assert went_on.returncode == 0, went_on.stderr.decode(errors="replace")[-2000:]
-    first = rig.server.main_requests()[asked]
-    body = json.dumps(first["body"])
-    assert FIRST in body and GO_ON in body and SECOND not in body
-    results = [text for _, text, _ in tool_results(first["api"], first["body"])]
-    assert any("step-one" in text for text in results), results
+    goes_on_whole(rig, harness_argv(rig, "claude-code", "-p", GO_ON, "--resume",
+                                    hidden["harness_session_id"], "--output-format", "json",
+                                    "--dangerously-skip-permissions"), FIRST, GO_ON, SECOND)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.model_server import tool_results
-from tests.helpers.real_runs import RUN_TIMEOUT, lose_as_harness_does, newest_session
+from tests.helpers.real_runs import RUN_TIMEOUT, goes_on_whole, lose_as_harness_does, newest_session
 from tests.rig import HARNESSES
 
 pytestmark = pytest.mark.e2e
@@ -95,15 +94,7 @@ def test_a_lost_session_comes_back_and_the_harness_alone_goes_on_with_it(real_ri
     assert native_state(harness, kept_main, kept_id) == kept_before  # never touched
     assert restore(rig, "--lost", "--yes") == []  # twice: nothing left to do
 
-    asked = len(rig.server.main_requests())
-    went_on = subprocess.run(native_continue(rig, harness, lost_id), cwd=rig.proj, env=rig.env,
-                             capture_output=True, stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
-    assert went_on.returncode == 0, went_on.stderr.decode(errors="replace")[-2000:]
-    first = rig.server.main_requests()[asked]
-    body = json.dumps(first["body"])
-    assert FIRST in body and GO_ON in body and SECOND not in body
-    results = [text for _, text, _ in tool_results(first["api"], first["body"])]
-    assert any("step-one" in text for text in results), results
+    goes_on_whole(rig, native_continue(rig, harness, lost_id), FIRST, GO_ON, SECOND)
     if harness == "opencode":  # its own list shows it again
         listing = subprocess.run([*rig.env["DH_OPENCODE_BIN"].split(), "session", "list",
                                   "--format", "json"], cwd=rig.proj, env=rig.env, check=True,

@@ -15,6 +15,7 @@ from dh_cli.events import LAUNCHED
 from dh_cli.resume.rebuild import source_bytes
 from dh_cli.wrappers.opencode_db import session_rows
 from dh_cli.wrappers.opencode_rows import row_key
+from tests.fakes.model_server import tool_results
 from tests.helpers.wait import wait_until
 from tests.rig import HEADLESS_ARGS, SCRIPT
 
@@ -71,6 +72,21 @@ def lose_as_harness_does(rig, harness: str, session: dict, main: Path) -> None:
     subprocess.run([*rig.env[var].split(), *args, session["harness_session_id"]], cwd=rig.proj,
                    env=rig.env, check=True, capture_output=True, stdin=subprocess.DEVNULL,
                    timeout=120)
+
+
+def goes_on_whole(rig, argv: list[str], earlier: str, now: str, other: str) -> None:
+    """The harness alone (argv, nothing of dh) goes on with a session: its first model
+    request carries the earlier prompt and the earlier tool's result (`step-one`), the new
+    prompt, and nothing of the other session."""
+    asked = len(rig.server.main_requests())
+    went_on = subprocess.run(argv, cwd=rig.proj, env=rig.env, capture_output=True,
+                             stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
+    assert went_on.returncode == 0, went_on.stderr.decode(errors="replace")[-2000:]
+    first = rig.server.main_requests()[asked]
+    body = json.dumps(first["body"])
+    assert earlier in body and now in body and other not in body
+    results = [text for _, text, _ in tool_results(first["api"], first["body"])]
+    assert any("step-one" in text for text in results), results
 
 
 def logged(rig, kind: str) -> int:
