@@ -109,3 +109,11 @@ def test_the_log_list_names_the_unhide_command_where_dh_can_lift_the_filter(rig)
     assert rows[codex["id"]]["hidden"] and rows[codex["id"]]["unhide"] is None
     text = rig.dh("log", "list").stdout.decode()
     assert rows[claude["id"]]["unhide"] in text
+
+
+def test_a_picker_filter_dh_cannot_lift_is_refused_not_reported_listed(rig):
+    codex, main = run_session(rig, "codex")
+    before = stamp(main)
+    code, (done,) = dh_json(rig, "restore", "--unhide", codex["id"])
+    assert code == 1 and done["status"] == "failed" and "codex exec" in done["error"]
+    assert stamp(main) == before

@@ -10,6 +10,7 @@ so a second run changes nothing."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ..confine import confined_source, place
 from ..errors import DhError, NativeStateError
 from ..models import Session
 from ..stores.files import write_file
-from ..stores.lost import lost_sessions, restore_command
+from ..stores.lost import lost_sessions, native_mains, restore_command
 from ..stores.restore_files import fresh_mtime, keep_beside
 
 
@@ -27,7 +28,7 @@ class Unhiding:
     session: str  # dh id
     harness: str
     native_id: str | None
-    status: str  # unhidden | would unhide | not hidden | lost | not here | failed
+    status: str  # unhidden | would unhide | not hidden | lost | not here | failed (refused)
     change: dict | None = None  # {"path", "line", "field", "from", "to"[, "kept"]}
     error: str | None = None
 
@@ -73,6 +74,7 @@ def _unhide(world, wrapper, session: Session, done: Unhiding, dry_run: bool) -> 
     except ValueError as exc:
         raise NativeStateError(f"cannot make {path} listed exactly: {exc}") from None
     if change is None:
+        _said_hidden(world, wrapper, session)
         return  # its picker lists it: never touched
     done.change = {"path": str(path), "line": change.line, "field": change.field,
                    "from": change.old, "to": change.new}
@@ -85,6 +87,17 @@ def _unhide(world, wrapper, session: Session, done: Unhiding, dry_run: bool) -> 
     events.add(world, session.id, events.unhidden(done.change))
     _mirror(world, wrapper, session)
     done.status = "unhidden"
+
+
+def _said_hidden(world, wrapper, session: Session) -> None:
+    """A harness whose picker filter dh cannot lift: refused, not reported as listed."""
+    if wrapper.unhides_picker:
+        return
+    argv = native_mains(world, [session.id]).get(session.id, (None,) * 7)[6]
+    why = wrapper.picker_hides(json.loads(argv)) if argv else None
+    if why:
+        raise NativeStateError(f"{why}, and dh does not change what {wrapper.name} filters on",
+                               hint="the harness still resumes it by its id")
 
 
 def hidden_change(world, session: Session) -> dict | None:
