@@ -117,3 +117,13 @@ def test_a_picker_filter_dh_cannot_lift_is_refused_not_reported_listed(rig):
     code, (done,) = dh_json(rig, "restore", "--unhide", codex["id"])
     assert code == 1 and done["status"] == "failed" and "codex exec" in done["error"]
     assert stamp(main) == before
+
+
+def test_an_unhidden_session_resumed_under_dh_keeps_the_change(rig):
+    hidden, main = run_session(rig, "claude-code")
+    assert dh_json(rig, "restore", "--unhide", hidden["id"])[0] == 0
+    changed = main.read_bytes()
+    resumed = rig.dh("resume", hidden["id"], timeout=120)
+    assert resumed.returncode == 0, resumed.stderr.decode(errors="replace")[-2000:]
+    assert main.read_bytes().startswith(changed) and hidden_by(main.read_bytes()) is None
+    assert dh_json(rig, "restore", "--lost", "--dry-run")[1] == []
