@@ -60,11 +60,12 @@ def test_a_restored_codex_thread_gets_its_row_back_from_codex_itself(rig):
     assert done.returncode == 0, done.stderr
     restored = json.loads(done.stdout)
     assert restored[0]["status"] == "restored"
-    assert restored[0]["listed"] == {"via": codex_index.VIA, "listed": True}
+    assert restored[0]["listed"] == {"via": codex_index.VIA, "listed": True, "left": codex_index.UNNAMED}
     assert thread in thread_ids(rig)  # written by the (fake) app-server's rescan
     codex_delete(rig, thread, rollout)
     text = rig.dh("restore", "--lost", "--yes")
     assert b"listed again by the harness (codex app-server thread/list)" in text.stdout
+    assert codex_index.UNNAMED.encode() in text.stdout  # what it could not bring, said
 
 
 def test_a_dry_run_or_a_session_still_there_asks_nothing_of_codex(rig):
@@ -87,7 +88,7 @@ def test_the_thread_is_looked_for_page_after_page(rig, monkeypatch):
     monkeypatch.setattr(codex_index, "PAGE", 1)  # the oldest thread comes on the last page
     home = Path(rig.env["CODEX_HOME"])
     done = codex_index.relist_thread(["codex"], rig.env, home, first)
-    assert done == {"via": codex_index.VIA, "listed": True} and first in thread_ids(rig)
+    assert done == {"via": codex_index.VIA, "listed": True, "left": codex_index.UNNAMED} and first in thread_ids(rig)
     missing = codex_index.relist_thread(["codex"], rig.env, home, "not-a-thread")
     assert missing["listed"] is False and "did not list" in missing["why"]
 

@@ -107,6 +107,8 @@ def _line(r: Restoring) -> str:
     if r.listed:
         what += (f"\n  listed again by the harness ({r.listed['via']})" if r.listed.get("listed")
                  else f"\n  not in the harness's own list: {r.listed.get('why')}")
+        if r.listed.get("left"):
+            what += f"\n  {r.listed['left']}"
     if r.hidden:
         what += (f"\n  its harness's picker hides it ({r.hidden['field']} {r.hidden['from']}): "
                  f"`dh restore --unhide {r.session}` lists it there")

@@ -28,6 +28,8 @@ PAGE = 100
 SOURCE_KINDS = ["cli", "vscode", "exec", "appServer", "subAgent", "subAgentReview",
                 "subAgentCompact", "subAgentThreadSpawn", "subAgentOther", "unknown"]
 VIA = "codex app-server thread/list"
+UNNAMED = ("a name given to the thread (/rename) is not in its rollout and dh does not keep it:"
+           " the picker shows the thread's first prompt")
 
 
 class CodexSessionPlaces:
@@ -54,8 +56,8 @@ def relist_thread(binary: list[str], env: dict, home: Path, thread_id: str) -> d
             listed = _listed(server, thread_id)
     except NativeStateError as exc:
         return {"via": VIA, "listed": False, "why": str(exc)}
-    if listed:
-        return {"via": VIA, "listed": True}
+    if listed:  # a name lives in session_index.jsonl alone, which `codex delete` drops too
+        return {"via": VIA, "listed": True, "left": UNNAMED}
     return {"via": VIA, "listed": False, "why": "Codex's app-server did not list the thread"}
 
 
