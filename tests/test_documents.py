@@ -192,3 +192,26 @@ def test_html_export_without_documents_has_no_column(run_dh, tmp_path):
     sid = json.loads(run_dh("log", "list", "--json").output)[0]["id"]
     page = run_dh("log", "export", sid, "--format", "html").stdout
     assert "<aside" not in page and 'class="layout"' not in page and '<main id="trace">' in page
+
+
+@pytest.mark.parametrize("harness, scenario", [("claude-code", "todowrite"),
+                                               ("claude-code", "subagent-tasks")])
+def test_only_the_records_of_document_calls_and_their_results_are_parsed(harness, scenario, run_dh,
+                                                                         tmp_path, monkeypatch):
+    """The documents column of a long session parsed every record of it; it parses those that
+    name a document tool or answer such a call, and ends with the same documents."""
+    from dh_cli.documents.build import session_documents
+    from dh_cli.worlds.local import LocalWorld
+    from dh_cli.wrappers import get as get_wrapper
+
+    docs_of(run_dh, harness, scenario, tmp_path)
+    world, wrapper = LocalWorld(), get_wrapper(harness)
+    (session,) = [s for s in world.sessions() if s.harness == wrapper.name][:1]
+    every = sum(1 for _ in world.records(session.id))
+    parsed, parse = [], wrapper.parse
+    monkeypatch.setattr(type(wrapper), "parse", lambda self, raw: parsed.append(raw) or parse(raw))
+    docs = session_documents(world, wrapper, session.id)
+    assert docs and all(doc.history for doc in docs.values())
+    tools = [name.encode() for name in wrapper.document_tools]
+    assert parsed and all(any(t in raw for t in tools) or b"tool" in raw.lower() for raw in parsed)
+    assert len(parsed) < every / 2, (len(parsed), every)

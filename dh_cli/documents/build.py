@@ -10,14 +10,24 @@ def session_documents(world, wrapper, session_id: str) -> dict[str, Document]:
     the latest generation of each source, in log order; a call answered twice (a row updated
     in place, a repair) counts once."""
     docs: dict[str, Document] = {}
-    calls: dict[str, object] = {}
+    calls: dict[str, object] = {}  # the document tools' calls
     done: set[str] = set()
-    for source in world.sources(session_id):
+    names = [name.encode() for name in wrapper.document_tools]
+    waiting: set[bytes] = set()  # the ids of the document calls met and not answered yet
+
+    def may_edit(raw: bytes) -> bool:
+        """Whether the record can hold a document tool's call (its name is in the bytes) or
+        the result of one waiting (its id is): the others are not parsed. Asked in order."""
+        return _holds(raw, names) or _holds(raw, waiting)
+
+    for source in world.sources(session_id) if names else ():
         generation = world.latest_generation(source.id)
-        for record in world.records(session_id, source_id=source.id, generation=generation):
+        for record in world.records_kept(session_id, source.id, generation, may_edit):
             parsed = wrapper.parse(record.raw)
             for call in parsed.tool_calls:
-                calls.setdefault(call.id, call)
+                if call.name in wrapper.document_tools and call.id not in calls:
+                    calls[call.id] = call
+                    waiting.add(call.id.encode())
             for result in parsed.tool_results:
                 call = calls.get(result.call_id)
                 if call is None or result.call_id in done:
@@ -25,10 +35,18 @@ def session_documents(world, wrapper, session_id: str) -> dict[str, Document]:
                 edit = wrapper.document_edit(call, result)
                 if edit is not None:
                     done.add(result.call_id)
+                    waiting.discard(result.call_id.encode())
                     ref = RecordRef(source=source.relpath, generation=record.generation,
                                     offset=record.offset, ts=record.ts)
                     apply(docs.setdefault(edit.kind, Document(kind=edit.kind)), edit, ref)
     return docs
+
+
+def _holds(raw: bytes, needles) -> bool:
+    for needle in needles:
+        if needle in raw:
+            return True
+    return False
 
 
 def apply(doc: Document, edit: Edit, ref: RecordRef) -> None:

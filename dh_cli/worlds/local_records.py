@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..models import Record, Source
 from ..tokens import KINDS
@@ -92,6 +92,21 @@ class LocalRecords:
             record = Record(*row)
             record.raw = decode_raw(record.raw, record.codec)
             yield record
+
+    def records_kept(self, session_id: str, source_id: int, generation: int,
+                     keep: Callable[[bytes], bool]) -> Iterator[Record]:
+        """The generation's records, in order, whose native bytes keep(bytes) wants (asked
+        one record at a time, in order, so it may change its mind on the way): the bytes
+        alone are read for the others, no record made of them (a long session's documents
+        column read all 200,832 records whole: 5.3 s)."""
+        cursor = self.conn.execute(f'SELECT id, {STORED_RAW}, codec FROM records WHERE source_id = ?'
+                                   ' AND generation = ? ORDER BY "offset"', [source_id, generation])
+        for record_id, stored, codec in cursor:
+            raw = decode_raw(stored, codec)
+            if keep(raw):
+                row = self.conn.execute(f"SELECT {select_list()} FROM records WHERE id = ?",
+                                        [record_id]).fetchone()
+                yield Record(*row[:3], raw, *row[4:])
 
     def raw_lines(self, source_id: int, generation: int) -> Iterator[bytes]:
         """Just the native bytes of one generation, in order."""

@@ -381,6 +381,8 @@ class Wrapper:
         command line unless the harness wraps the user's command in set-up of its own."""
         return " ".join(argv)
 
+    document_tools: frozenset[str] = frozenset()  # the tools whose calls document_edit reads
+
     def document_edit(self, call: ToolCall, result):
         """The document edit (dh_cli/documents) a tool call made, given its result; None for
         a call that edits none (see wrappers/documents.py)."""

@@ -222,6 +222,8 @@ class ClaudeWrapper(ClaudeSessionPlaces, ClaudeTuiResume, Wrapper):
                     out[relpath[: -len(".meta.json")] + ".jsonl"] = meta["toolUseId"]
         return out
 
+    document_tools = frozenset({"TodoWrite", "TaskCreate", "TaskUpdate"})  # wrappers/documents.py
+
     def document_edit(self, call: ToolCall, result: ToolResult):
         from .documents import claude_edit
 

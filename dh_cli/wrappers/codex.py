@@ -194,6 +194,8 @@ class CodexWrapper(CodexSessionPlaces, Wrapper):
         elif item == "reasoning":
             parsed.kind = "other"
 
+    document_tools = frozenset({"update_plan"})  # wrappers/documents.py
+
     def document_edit(self, call: ToolCall, result: ToolResult):
         from .documents import codex_edit
 

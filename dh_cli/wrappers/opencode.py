@@ -226,6 +226,8 @@ class OpenCodeWrapper(Wrapper):
         return TurnState(self.is_complete(parsed) and not dangling, dangling, started,
                          last_opener(parsed))
 
+    document_tools = frozenset({"todowrite"})  # wrappers/documents.py
+
     def document_edit(self, call: ToolCall, result: ToolResult):
         from .documents import opencode_edit
 
