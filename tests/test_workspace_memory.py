@@ -1,7 +1,7 @@
 """The workspace's memory stays bounded by one file, not by the folder: a snapshot of many
 new large files writes its blobs as it goes, and a restore into a folder holding an unrelated
 large file hashes it in pieces. Each runs in a child process that reports how much its peak
-resident size grew (ru_maxrss) over the work."""
+resident size grew (VmHWM) over the work."""
 
 from __future__ import annotations
 
@@ -15,23 +15,27 @@ ROOT = Path(__file__).resolve().parent.parent
 MB = 1 << 20
 
 CHILD = """
-import json, resource, sys
+import json, sys
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.workspace import snapshot
 from dh_cli.workspace.restore import restore_into
 from dh_cli.workspace.scan import Rules
 from dh_cli.workspace.snapshot import Snapshotter
 
+def peak_kib():  # VmHWM: this process's own peak (ru_maxrss carries the parent's over a fork)
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    return int(line.split()[1])
+
 args = json.loads(sys.argv[1])
 snapshot.SPILL_BYTES = args["spill"]
 world = LocalWorld(args["log"])
 session = world.create_session("claude", harness_session_id="mem", home="/", cwd=args["cwd"])
 shot = Snapshotter(world, session.id, args["cwd"], Rules(max_size=1 << 40))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
 taken = shot.take("start")
 if args.get("target"):
     restore_into(world, taken, args["target"])
-grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+grown = peak_kib() - before
 stored = world.conn.execute("SELECT COUNT(*), SUM(size) FROM ws_objects WHERE kind = 'blob'").fetchone()
 print(json.dumps({"grown_kib": grown, "blobs": stored[0], "bytes": stored[1], "files": taken.files}))
 """
