@@ -57,7 +57,10 @@ def atomic_write_parts(path: Path, batches, mode: int = 0o600) -> int:
     tmp = path.with_name(f".{path.name}.dh-tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        size = sum(_write_all(fd, batch) for batch in batches)
+        size = 0
+        for batch in batches:
+            size += _write_all(fd, batch)
+            del batch  # a batch may be one large record: let it go before the next is made
         os.fsync(fd)
     except BaseException:
         os.close(fd)

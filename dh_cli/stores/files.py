@@ -62,7 +62,16 @@ def _write_parts(target: Path, batches, force: bool) -> RebuiltFile:
 def _holds(path: Path, batches) -> bool:
     with open(path, "rb") as handle:
         for batch in batches:
-            data = b"".join(batch)
-            if handle.read(len(data)) != data:
+            if not all(_holds_next(handle, part) for part in batch):
                 return False
+            del batch  # a batch may be one large record: let it go before the next is made
         return handle.read(1) == b""
+
+
+def _holds_next(handle, part: bytes, piece: int = 1 << 20) -> bool:
+    """The file's next bytes are `part`, read a piece at a time."""
+    view = memoryview(part)
+    for start in range(0, len(view), piece):
+        if handle.read(min(piece, len(view) - start)) != view[start:start + piece]:
+            return False
+    return True

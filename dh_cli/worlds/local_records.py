@@ -9,15 +9,87 @@ from typing import Callable, Iterator
 
 from ..models import Record, Source
 from ..tokens import KINDS
-from .rows import (INSERT_RECORD, ROW_WIDTH, STORED_RAW, decode_raw, position_range, select_list,
-                   storage_row, stored_rows)
+from .rows import (DEFLATE, INSERT_RECORD, LZ4, ROW_WIDTH, STORED_RAW, decode_raw, position_range,
+                   select_list, storage_row, stored_rows)
 
 READ_ROWS = 1024  # rows per rebuild batch: writev takes at most IOV_MAX (1024) parts
+# bytes per rebuild batch once decoded: a batch is decoded whole, and several are in flight
+BATCH_BYTES = 16 << 20
 DECODE_THREADS = min(4, os.cpu_count() or 1)
 
 
 def decode_rows(rows: list[tuple]) -> list[bytes]:
     return [decode_raw(raw, codec) if codec else raw for raw, codec in rows]
+
+
+def decoded_size(stored: bytes, codec: int | None) -> int:
+    """What a stored row decodes to, for sizing batches: an LZ4 block says it in front; a
+    deflate stream (logs before m006) is taken at its worst plausible ratio."""
+    if codec == LZ4:
+        return int.from_bytes(stored[:4], "little")
+    return len(stored) * (16 if codec == DEFLATE else 1)
+
+
+def stored_batches(cursor) -> Iterator[list[tuple]]:
+    """Stored (bytes, codec) rows in batches of at most READ_ROWS rows and BATCH_BYTES once
+    decoded; a row larger than that is a batch of its own, handed on before the next row is
+    fetched, so at most one such record is in memory at a time."""
+    batch, size = [], 0
+    for row in cursor:
+        grows = decoded_size(*row)
+        if batch and (len(batch) >= READ_ROWS or size + grows > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        if grows > BATCH_BYTES:
+            yield [row]
+            del row  # released before the cursor fetches the next one
+            continue
+        batch.append(row)
+        size += grows
+    if batch:
+        yield batch
+
+
+def decoded_batches(batches: Iterator[list[tuple]]) -> Iterator[list[bytes]]:
+    """Each batch decoded, in order. Compressed lines are decompressed on helper threads
+    (LZ4 and zlib let go of the GIL) while this one fetches the next rows; a batch of one
+    large record is decoded here once those before it are out, so two are never held; a
+    session of one small batch needs no threads."""
+    pool, held, pending = None, None, deque()
+    try:
+        for rows in batches:
+            if len(rows) == 1 and decoded_size(*rows[0]) > BATCH_BYTES:
+                yield from _drained(held, pending)
+                held = None
+                yield decode_rows(rows)
+            elif pool is None and held is None:
+                held = rows  # decoded here if no other small batch follows
+            else:
+                pool = pool or _decode_pool()
+                if held is not None:
+                    pending.append(pool.submit(decode_rows, held))
+                    held = None
+                pending.append(pool.submit(decode_rows, rows))
+                if len(pending) > 2 * DECODE_THREADS:
+                    yield pending.popleft().result()
+            del rows  # released before the next row is fetched
+        yield from _drained(held, pending)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _decode_pool():
+    from concurrent.futures import ThreadPoolExecutor  # not on the live path
+
+    return ThreadPoolExecutor(DECODE_THREADS)
+
+
+def _drained(held: list[tuple] | None, pending: deque) -> Iterator[list[bytes]]:
+    if held is not None:
+        yield decode_rows(held)
+    while pending:
+        yield pending.popleft().result()
 
 
 def insert_rows(conn, rows: list[tuple]) -> int:
@@ -115,28 +187,12 @@ class LocalRecords:
 
     def raw_batches(self, source_id: int, generation: int) -> Iterator[list[bytes]]:
         """The native bytes of one generation in order, as batches of at most IOV_MAX lines:
-        the fast path for rebuilds. Compressed lines are decompressed on helper threads (LZ4
-        and zlib let go of the GIL) while this one fetches the next rows; a session of one
-        batch needs none."""
+        the fast path for rebuilds (see decoded_batches)."""
         cursor = self.conn.execute(
             f"SELECT {STORED_RAW}, codec FROM records WHERE source_id = ? AND generation = ?"
             " ORDER BY offset",
             [source_id, generation])
-        first, second = cursor.fetchmany(READ_ROWS), cursor.fetchmany(READ_ROWS)
-        if not second:
-            if first:
-                yield decode_rows(first)
-            return
-        from concurrent.futures import ThreadPoolExecutor  # not on the live path
-
-        with ThreadPoolExecutor(DECODE_THREADS) as pool:
-            pending = deque(pool.submit(decode_rows, rows) for rows in (first, second))
-            while rows := cursor.fetchmany(READ_ROWS):
-                pending.append(pool.submit(decode_rows, rows))
-                if len(pending) > 2 * DECODE_THREADS:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
+        return decoded_batches(stored_batches(cursor))
 
     def last_offset_of_kind(self, source_id: int, generation: int, kind: str) -> int:
         row = self.conn.execute(

@@ -1,0 +1,38 @@
+"""A record far larger than the rest (a 48 MB tool result) costs about itself in memory, not
+a multiple of every such record: each operation runs in a child process that reports how
+much its peak resident size grew (tests/helpers/huge_records.py) and checks its output."""
+
+from __future__ import annotations
+
+from tests.helpers.huge_records import grown_mb, imported, write_huge_transcript
+
+LINE_MB = 48
+
+OPEN = """
+from pathlib import Path
+from dh_cli.worlds.local import LocalWorld
+world = LocalWorld()
+session = world.get_session(sys.argv[1])
+"""
+
+
+def _home_and_id(tmp_path, compressible=3, incompressible=1):
+    home = tmp_path / "claude"
+    path = write_huge_transcript(home, LINE_MB, compressible, incompressible)
+    return path, imported(tmp_path, home)
+
+
+REBUILD = "import sys" + OPEN + "from dh_cli.resume.rebuild import rebuild_session"
+
+
+def test_a_rebuild_holds_one_huge_record_at_a_time_and_is_byte_exact(tmp_path):
+    path, session_id = _home_and_id(tmp_path)
+    out = tmp_path / "rebuilt"
+    work = "print(rebuild_session(world, session, Path(sys.argv[2]))[0].status)"
+    written = grown_mb(tmp_path, REBUILD, work, session_id, str(out))
+    assert (out / path.relative_to(tmp_path / "claude")).read_bytes() == path.read_bytes()
+    unchanged = grown_mb(tmp_path, REBUILD, work, session_id, str(out))  # compared, not written
+    assert (written[1], unchanged[1]) == ("written\n", "unchanged\n")
+    # 4 records of 48 MB: one record, as SQLite hands it and as Python holds it (100 MB
+    # seen), where every record of a batch was decoded at once (244 MB; 580 MB to compare)
+    assert written[0] < 3 * LINE_MB and unchanged[0] < 3 * LINE_MB, (written, unchanged)
