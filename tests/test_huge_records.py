@@ -4,6 +4,8 @@ much its peak resident size grew (tests/helpers/huge_records.py) and checks its 
 
 from __future__ import annotations
 
+import json
+
 from tests.helpers.huge_records import grown_mb, imported, write_huge_transcript
 
 LINE_MB = 48
@@ -36,3 +38,27 @@ def test_a_rebuild_holds_one_huge_record_at_a_time_and_is_byte_exact(tmp_path):
     # 4 records of 48 MB: one record, as SQLite hands it and as Python holds it (100 MB
     # seen), where every record of a batch was decoded at once (244 MB; 580 MB to compare)
     assert written[0] < 3 * LINE_MB and unchanged[0] < 3 * LINE_MB, (written, unchanged)
+
+
+CLI = "import sys\nfrom dh_cli.cli import main\n"
+RUN_CLI = "sys.argv = ['dh'] + sys.argv[1:]\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+
+
+def test_show_and_export_parse_a_bounded_view_of_each_huge_record(tmp_path):
+    path, session_id = _home_and_id(tmp_path)
+    text = grown_mb(tmp_path, CLI, RUN_CLI, "log", "show", session_id, "--no-pager")
+    as_json = grown_mb(tmp_path, CLI, RUN_CLI, "log", "show", session_id, "--json")
+    md = tmp_path / "session.md"
+    export = grown_mb(tmp_path, CLI, RUN_CLI, "log", "export", session_id, "--format", "md", "-o", str(md))
+    # 4 records of 48 MB: about one record as stored, decoded and clipped (125 MB seen;
+    # 376 MB to show and 429 MB to export when each line was parsed whole)
+    assert max(text[0], as_json[0], export[0]) < 3 * LINE_MB, (text[0], as_json[0], export[0])
+    # every turn shown, the huge results summed up as any other
+    assert text[1].count("tool Bash [ok]") == 5 and "[turn 5]" in text[1], text[1]
+    items = json.loads(as_json[1])["items"]
+    results = [item["result"] for item in items if item["type"] == "tool_call"]
+    assert len(results) == 5 and results[0].startswith("build step 0: compiled module"), results
+    # an export shows the first MiB of each huge text, and says the rest was left out
+    exported = md.read_text()
+    assert exported.count("more bytes not shown: the native record has them]") == 4
+    assert md.stat().st_size < 8 << 20 and "build step 2: compiled module" in exported

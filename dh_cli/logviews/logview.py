@@ -27,6 +27,12 @@ from ..wrappers.base import Wrapper
 from .resumecost import resume_costs, resume_total
 from .timeline import timeline
 
+# The longest string of a record a view reads (wrappers/clip.py); a longer one is cut and
+# marked before the record is parsed. A summary shows at most 400 columns of a text; an
+# export shows texts whole, up to EXPORT_CLIP (a 200 MB tool result is 1 MiB and a note of
+# the rest, which `dh log show --raw` has).
+VIEW_CLIP = 64 * 1024
+EXPORT_CLIP = 1 << 20
 HOLD_MAX = 5000  # items held behind an unanswered tool call before they are let go anyway
 TAIL = 500  # parsed records of the current turn kept to tell whether it finished
 
@@ -233,9 +239,11 @@ def _waiting(item: dict) -> bool:
     return item["type"] == "tool_call" and item["status"] == "dangling"
 
 
-def _conversation(world, session_id: str, source, wrapper: Wrapper) -> Iterator[Parsed]:
+def _conversation(world, session_id: str, source, wrapper: Wrapper,
+                  full: bool) -> Iterator[Parsed]:
     """The source's conversation as its store keeps it (stores/), usage as logged."""
-    return store_of(wrapper).conversation(world, session_id, source, wrapper)
+    clip = EXPORT_CLIP if full else VIEW_CLIP
+    return store_of(wrapper).conversation(world, session_id, source, wrapper, clip=clip)
 
 
 def stream_items(world, session: Session, full: bool = False,
@@ -252,7 +260,7 @@ def stream_items(world, session: Session, full: bool = False,
         if only is not None and not only(source.relpath):
             continue
         builder = _Builder(wrapper, source.relpath, full, crashes if index == 0 else (), 0, pricer)
-        for p in _conversation(world, session.id, source, wrapper):
+        for p in _conversation(world, session.id, source, wrapper, full):
             builder.add(p)
             yield from builder.ready()
         yield from builder.rest()
@@ -293,7 +301,8 @@ def call_totals(world, session_id: str) -> dict:
 
 def _last_turn(world, session: Session, source) -> list:
     """The records of the source's last turn, as its store finds them."""
-    return store_of(get_wrapper(session.harness)).last_turn(world, session.id, source)
+    store = store_of(get_wrapper(session.harness))
+    return store.last_turn(world, session.id, source, clip=VIEW_CLIP)
 
 
 def select_turns(items: Iterator[dict], turn: int | None = None,

@@ -24,11 +24,15 @@ class NativeStore(Protocol):
     def warm(self) -> None:
         """Import now what tailing a new session will need (stores/__init__.warm)."""
 
-    def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
-        """The source's conversation as the log holds it now, parsed, in order."""
+    def conversation(self, world, session_id: str, source: Source, wrapper,
+                     clip: int | None = None) -> Iterator[Parsed]:
+        """The source's conversation as the log holds it now, parsed, in order; with `clip`,
+        each string longer than that cut and marked (wrappers/clip.py): what a view reads."""
 
-    def last_turn(self, world, session_id: str, source: Source) -> list[Record]:
-        """The records from the last one the wrapper marked as opening a turn (log views)."""
+    def last_turn(self, world, session_id: str, source: Source,
+                  clip: int | None = None) -> list[Record]:
+        """The records from the last one the wrapper marked as opening a turn (log views);
+        with `clip`, their raw bytes clipped as conversation() does."""
 
     def current_turn(self, world, session: Session, source: Source) -> list[Record]:
         """The records of the current turn, where a dangling call and the turn's end can be."""

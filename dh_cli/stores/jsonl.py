@@ -14,6 +14,7 @@ from typing import Iterator
 from ..models import Parsed, Record, Session, Source
 from ..tokens import counts
 from ..util import short_hash
+from ..wrappers.clip import bounded
 from .files import RebuiltFile, safe_target, source_bytes, write_file, write_parts
 from .turns import chain_turn
 
@@ -39,14 +40,15 @@ class JsonlStore:
     def warm(self) -> None:
         from .tailer import Tailer  # noqa: F401
 
-    def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
+    def conversation(self, world, session_id: str, source: Source, wrapper,
+                     clip: int | None = None) -> Iterator[Parsed]:
         """The latest generation, one record at a time: records map one-to-one to parsed
         ones. A call's usage is the one the log counts (a message streamed as several rows:
         its last), in the kinds of tokens.py, with the model of the call (which a Codex token
         record does not name)."""
         top = world.latest_generation(source.id)
         for record, counted in counted_calls(world.records(session_id, source.id, generation=top)):
-            parsed = wrapper.parse(record.raw)
+            parsed = wrapper.parse(bounded(record.raw, clip))
             parsed.usage = None if not counted else counts(
                 input=record.tokens_in or 0, cache_read=record.tokens_cache_read or 0,
                 cache_write=record.tokens_cache_write or 0,
@@ -56,11 +58,13 @@ class JsonlStore:
             yield parsed
 
     # turns -------------------------------------------------------------------------------
-    def last_turn(self, world, session_id: str, source: Source) -> list[Record]:
+    def last_turn(self, world, session_id: str, source: Source,
+                  clip: int | None = None) -> list[Record]:
         """From the last record the wrapper marked as opening a turn (`dh log show`)."""
         top = world.latest_generation(source.id)
         start = world.last_turn_start(source.id, top)
-        return list(world.records(session_id, source.id, generation=top, from_offset=start or 0))
+        records = world.records(session_id, source.id, generation=top, from_offset=start or 0)
+        return [r if clip is None else replace(r, raw=bounded(r.raw, clip)) for r in records]
 
     def current_turn(self, world, session: Session, source: Source) -> list[Record]:
         """The records of the current turn, in the latest generation: where a dangling call

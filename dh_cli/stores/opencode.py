@@ -33,12 +33,15 @@ class OpenCodeStore:
     def warm(self) -> None:
         from .opencode_tail import OpenCodeTailer  # noqa: F401
 
-    def conversation(self, world, session_id: str, source: Source, wrapper) -> Iterator[Parsed]:
-        """The latest version of each row: the store is small."""
+    def conversation(self, world, session_id: str, source: Source, wrapper,
+                     clip: int | None = None) -> Iterator[Parsed]:
+        """The latest version of each row: the store is small. Not clipped: a part's text
+        is a JSON string inside the row's `data`, which a cut would break."""
         return iter(wrapper.conversation(list(world.records(session_id, source.id))))
 
     # turns -------------------------------------------------------------------------------
-    def last_turn(self, world, session_id: str, source: Source) -> list[Record]:
+    def last_turn(self, world, session_id: str, source: Source,
+                  clip: int | None = None) -> list[Record]:
         return list(world.records(session_id, source.id))
 
     def current_turn(self, world, session: Session, source: Source) -> list[Record]:
