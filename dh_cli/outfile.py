@@ -40,8 +40,9 @@ def _check(path: Path) -> None:
                             hint="give the path of a file to create or replace")
 
 
-def write_output(path: Path, data: bytes, note=None) -> None:
-    """Write data to path (0600) through a temporary file renamed over it."""
+def write_output(path: Path, data, note=None) -> int:
+    """Write data (bytes, or an iterator of bytes written as they come) to path (0600)
+    through a temporary file renamed over it; the number of bytes written."""
     path = Path(path)
     _check(path)
     parent = path.parent
@@ -52,12 +53,13 @@ def write_output(path: Path, data: bytes, note=None) -> None:
     elif not parent.is_dir():
         raise OutputRefused(f"cannot write {path}: {parent} is not a folder")
     tmp = parent / f".{path.name}.dh-tmp-{os.getpid()}"
+    size = 0
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            for part in [data] if isinstance(data, (bytes, bytearray)) else data:
+                size += _write_all(fd, part)
+                del part  # a part may be one large record: let it go before the next is made
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -68,3 +70,11 @@ def write_output(path: Path, data: bytes, note=None) -> None:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+    return size
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    return len(data)

@@ -62,3 +62,15 @@ def test_show_and_export_parse_a_bounded_view_of_each_huge_record(tmp_path):
     exported = md.read_text()
     assert exported.count("more bytes not shown: the native record has them]") == 4
     assert md.stat().st_size < 8 << 20 and "build step 2: compiled module" in exported
+
+
+def test_the_native_records_stream_out_one_at_a_time_byte_exact(tmp_path):
+    path, session_id = _home_and_id(tmp_path)
+    exported = tmp_path / "session.jsonl"
+    raw = grown_mb(tmp_path, CLI, RUN_CLI, "log", "show", session_id, "--raw", "--show-secrets")
+    export = grown_mb(tmp_path, CLI, RUN_CLI, "log", "export", session_id, "--format", "jsonl",
+                      "-o", str(exported), "--show-secrets")
+    # one record at a time (about 100 MB seen), where the export joined them all, and
+    # each record was still held while the next was read
+    assert raw[0] < 3 * LINE_MB and export[0] < 3 * LINE_MB, (raw[0], export[0])
+    assert raw[1].encode() == exported.read_bytes() == path.read_bytes()

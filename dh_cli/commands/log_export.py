@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import output
-from ..logviews.export import export_session, export_stream
+from ..logviews.export import export_stream
 from ..outfile import write_output
 from ..redact import clean_bytes
 from ..worlds.local import LocalWorld
@@ -53,9 +53,9 @@ def log_export(
             sys.stdout.buffer.write(clean_bytes(chunk, show_secrets, terminal))
         sys.stdout.buffer.flush()
     else:
-        data = clean_bytes(export_session(world, found, format_.value), show_secrets)
-        write_output(out, data, output.note)  # 0600, a regular file only (outfile.py)
-        output.note(f"dh: wrote {out} ({len(data):,} bytes)")
+        parts = (clean_bytes(part, show_secrets) for part in export_stream(world, found, format_.value))
+        size = write_output(out, parts, output.note)  # 0600, a regular file only (outfile.py)
+        output.note(f"dh: wrote {out} ({size:,} bytes)")
 
 
 def _export_html(world, found, out: Optional[Path], wanted: int, per_page: int,

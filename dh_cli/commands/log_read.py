@@ -143,6 +143,7 @@ def _cleaned(records, show_secrets: bool, terminal: bool):
     for record in records:
         record.raw = clean_bytes(record.raw, show_secrets, terminal)
         yield record
+        del record  # a record may be huge: let it go before the next one is read
 
 
 def _follow(world, session_id: str, json_: bool, show_secrets: bool = False) -> None:

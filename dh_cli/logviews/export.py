@@ -30,7 +30,7 @@ def export_session(world, session: Session, fmt: str) -> bytes:
 def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
     """The export in pieces, so that writing it to stdout holds one piece at a time."""
     if fmt == "jsonl":
-        return (record.raw for record in world.records(session.id))
+        return _raw_lines(world.records(session.id))
     if fmt == "html":  # the first page of the trace view
         from .trace import session_trace
         from .tracehtml import pages
@@ -38,6 +38,12 @@ def export_stream(world, session: Session, fmt: str) -> Iterator[bytes]:
         view, turns = session_trace(world, session)
         return iter([next(pages(view, turns, documents=documents_of(world, session)))])
     return markdown_stream(world, session)
+
+
+def _raw_lines(records) -> Iterator[bytes]:
+    for record in records:
+        yield record.raw
+        del record  # a record may be huge: let it go before the next one is read
 
 
 def documents_of(world, session: Session) -> dict:

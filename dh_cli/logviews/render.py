@@ -112,6 +112,7 @@ def search_hits(hits, prefixes: dict, width: int) -> None:
 def write_raw(records) -> None:
     for record in records:
         sys.stdout.buffer.write(record.raw)
+        del record  # a record may be huge: let it go before the next one is read
     sys.stdout.buffer.flush()
 
 

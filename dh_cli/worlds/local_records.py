@@ -148,22 +148,27 @@ class LocalRecords:
 
     def records(self, session_id: str, source_id: str | None = None,
                 generation: int | None = None, from_offset: int = 0) -> Iterator[Record]:
-        """Records of a session in native order: by source, generation, then byte offset."""
-        clauses, args = ["o.session_id = ?", "r.offset >= ?"], [session_id, from_offset]
-        if source_id is not None:
-            clauses.append("r.source_id = ?")
-            args.append(source_id)
-        if generation is not None:
-            clauses.append("r.generation = ?")
-            args.append(generation)
+        """Records of a session in native order: by source, generation, then byte offset.
+        Read source by source along the records' (source, generation, offset) index: one
+        query joined and ordered over the session sorted every row, its bytes included,
+        before the first came out (a session of 200 MB of lines took 190 MB more)."""
+        clause, args = ("", []) if source_id is None else (" AND id = ?", [source_id])
+        sources = self.conn.execute(f"SELECT id FROM sources WHERE session_id = ?{clause}"
+                                    " ORDER BY rowid", [session_id] + args).fetchall()
+        for (source,) in sources:
+            yield from self._source_records(source, generation, from_offset)
+
+    def _source_records(self, source_id: int, generation: int | None,
+                        from_offset: int) -> Iterator[Record]:
+        clause, args = ("", []) if generation is None else (" AND generation = ?", [generation])
         cursor = self.conn.execute(
-            f"SELECT {select_list('r.')} FROM records r"
-            f" JOIN sources o ON o.id = r.source_id WHERE {' AND '.join(clauses)}"
-            " ORDER BY o.rowid, r.generation, r.offset", args)
+            f"SELECT {select_list()} FROM records WHERE source_id = ? AND offset >= ?{clause}"
+            " ORDER BY generation, offset", [source_id, from_offset] + args)
         for row in cursor:
             record = Record(*row)
             record.raw = decode_raw(record.raw, record.codec)
             yield record
+            del record, row  # a record may be huge: let it go before the next one is read
 
     def records_kept(self, session_id: str, source_id: int, generation: int,
                      keep: Callable[[bytes], bool]) -> Iterator[Record]:
