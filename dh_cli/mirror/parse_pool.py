@@ -42,13 +42,14 @@ def parse_batch(wrapper_name: str, source_id: int, generation: int,
     from ..worlds.local import encode_rows
     from ..wrappers.base import to_record
     from ..stores.tailer import carry_model
+    from ..wrappers.clip import INDEXED, bounded
 
     wrapper = _WORKER_STATE.get(wrapper_name) or _WORKER_STATE.setdefault(
         wrapper_name, wrappers.get(wrapper_name))
     model = _WORKER_STATE.get((source_id, "model"))
     rows = []
     for offset, raw in lines:
-        parsed = wrapper.parse(raw)
+        parsed = wrapper.parse(bounded(raw, INDEXED))  # as Tailer._record parses it
         model = carry_model(parsed, model)
         rows.append(to_record(parsed, source_id, generation, offset, raw))
     _WORKER_STATE[(source_id, "model")] = model

@@ -19,6 +19,7 @@ from ..util import short_hash
 from ..worlds.local import encode_rows
 from ..worlds.rows import ROW_WIDTH
 from ..wrappers.base import Wrapper, to_record
+from ..wrappers.clip import INDEXED, bounded
 from ..worlds.log import Log
 
 if TYPE_CHECKING:  # a live sync never needs them: imported by the first batch that does
@@ -28,6 +29,9 @@ CHUNK = 1 << 20
 BATCH_BYTES = 8 << 20
 BATCH_RECORDS = 5000
 SPAN = 4096
+# A batch past this holds a huge line: committed before the next line is read, so that two
+# huge lines (each as read, packed and bound by SQLite) are never in memory at once.
+ALONE_BYTES = 4 * BATCH_BYTES
 
 
 @dataclass
@@ -199,7 +203,7 @@ class Tailer:
                 pending += chunk
                 begin = 0
                 while (newline := pending.find(b"\n", max(scan_from, begin))) >= 0:
-                    raw = bytes(pending[begin:newline + 1])
+                    raw = _line(pending, begin, newline + 1)
                     batch.append(take(raw, pos))
                     pos += len(raw)
                     batch_bytes += len(raw)
@@ -209,14 +213,15 @@ class Tailer:
                 del pending[:begin]
                 scan_from = len(pending)
                 if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
-                    encoder.submit(rows(batch), pos, len(pending), events, tail)
+                    encoder.submit(rows(batch), pos, len(pending), events, tail,
+                                   alone=batch_bytes >= ALONE_BYTES)
                     batch, batch_bytes, events = [], 0, []
             if batch or events or self.source.pending != len(pending) or pos != encoder.offset:
                 encoder.submit(rows(batch) if batch else batch, pos, len(pending), events, tail)
         return encoder.added, len(pending)
 
     def _record(self, raw: bytes, offset: int) -> tuple:
-        parsed = self.wrapper.parse(raw)
+        parsed = self.wrapper.parse(bounded(raw, INDEXED))  # the bytes stored stay whole
         self.model = carry_model(parsed, self.model)
         return to_record(parsed, self.source.id, self.source.generation, offset, raw)
 
@@ -226,6 +231,15 @@ class Tailer:
         self.source.size = pos + pending
         self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos, tail)
         return self.world.commit(self.source, batch, events)
+
+
+def _line(pending: bytearray, begin: int, end: int) -> bytes:
+    """pending[begin:end] as bytes; a long line copied once (a bytearray slice is a copy
+    of its own, the bytes a second)."""
+    if end - begin < CHUNK:
+        return bytes(pending[begin:end])
+    with memoryview(pending) as view:
+        return view[begin:end].tobytes()
 
 
 def _last_span(tail: bytes, data: bytearray, end: int) -> bytes:
@@ -277,7 +291,8 @@ class _Encoder:
             self.added += self._commit(*work) if isinstance(work, tuple) else work.result()
 
     def submit(self, batch: list, pos: int, pending: int, events: list,
-               tail: bytes | None = None) -> None:
+               tail: bytes | None = None, alone: bool = False) -> None:
+        """Commit the batch, after the one before it; with `alone`, before returning."""
         if self.waiting is not None and self.pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -286,6 +301,8 @@ class _Encoder:
         self.offset = pos
         work = (batch, pos, pending, events, tail)
         self.waiting = self.pool.submit(self._commit, *work) if self.pool is not None else work
+        if alone:
+            self._flush()
 
     def __enter__(self) -> "_Encoder":
         return self

@@ -54,15 +54,21 @@ def select_list(prefix: str = "") -> str:
 
 def storage_row(row: tuple) -> tuple:
     """A stored row as INSERT_RECORD takes it: a line stored as written goes in as text
-    when it is UTF-8 without NUL (json_valid decides the rest), any other bytes as packed."""
+    when it is UTF-8 without NUL and shorter than TEXT_MAX (json_valid decides the rest), any
+    other bytes as packed."""
     raw, codec = row[3], row[4] or 0
-    if codec == 0 and b"\x00" not in raw:
+    if codec == 0 and len(raw) < TEXT_MAX and b"\x00" not in raw:
         try:
             return row[:3] + (raw.decode("utf-8"), None, 0) + row[5:]
         except UnicodeDecodeError:
             pass
     return row[:3] + (None, bytes(raw), codec) + row[5:]
 
+
+# A line stored as written from this size on goes in `packed` (its bytes, codec 0), not `raw`:
+# SQLite's json_valid() of a 48 MB line peaked at 243 MB beside the line itself (its parse),
+# and SQL reads no line this long anyway (the LZ4-packed ones are bytes too).
+TEXT_MAX = 16 << 20
 
 ROW_WIDTH = len(RECORD_COLUMNS)  # a tailer's row carries its search text after these
 

@@ -14,6 +14,11 @@ _STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
 _KEY_END = re.compile(rb"[ \t\r\n]*:")  # a string followed by a colon is a key: kept whole
 _BODY = re.compile(rb'(?:[^"\\]++|\\u[0-9a-fA-F]{4}|\\[^u])*+')
 
+# What the mirror parses of a line for its columns and search text: a string value past this is
+# cut (ids, names, token counts and flags are never that long). A 213 MB tool result parsed
+# whole made two strs as long as the line, and the search text a third.
+INDEXED = 1 << 20
+
 
 def clipped_json(raw: bytes, limit: int) -> bytes:
     """raw with each string value longer than `limit` bytes cut after at most `limit` of them (at
