@@ -108,3 +108,51 @@ def test_an_import_parses_a_bounded_view_and_stores_each_line_whole(tmp_path, mo
                        session_id, str(out))
     assert rebuilt[1] == "written\n"
     assert (out / path.relative_to(home)).read_bytes() == path.read_bytes()
+
+
+LIVE = """
+import json, random, sys
+from pathlib import Path
+from dh_cli import wrappers
+from dh_cli.mirror.importer import log_session_for, native_for_path
+from dh_cli.mirror.session import SessionMirror
+from dh_cli.worlds.local import LocalWorld
+from tests.fakes.transcripts import turn_rows
+from tests.helpers.huge_records import write_huge_transcript, MB
+path = write_huge_transcript(Path(sys.argv[1]), 1, 0, 0)  # one normal turn
+wrapper, world = wrappers.get("claude"), LocalWorld()
+native = native_for_path(wrapper, path)
+mirror = SessionMirror(world, wrapper, log_session_for(world, wrapper, native))
+mirror.track(native)
+mirror.sync()
+rows = turn_rows(random.Random(5), 500, None)
+text = "build step: compiled module without warnings\\n" * (int(sys.argv[2]) * MB // 2 // 47)
+rows[-1]["message"]["content"][0]["content"] = rows[-1]["toolUseResult"]["stdout"] = text
+pieces = b"".join(json.dumps(row).encode() + b"\\n" for row in rows)
+pieces = [pieces[at:at + 8 * MB] for at in range(0, len(pieces), 8 * MB)]
+del rows, text
+open("/proc/self/clear_refs", "w").write("5")  # the peak from here on
+"""
+APPEND = """
+with open(path, "ab") as handle:
+    for piece in pieces:
+        handle.write(piece)
+        handle.flush()
+        mirror.sync()
+print(world.get_session(mirror.session.id).id)
+"""
+
+
+def test_a_huge_line_written_in_pieces_is_mirrored_from_one_copy_of_it(tmp_path):
+    home = tmp_path / "claude"
+    grown, out = grown_mb(tmp_path, LIVE, APPEND, str(home), str(LINE_MB))
+    # a line of 48 MB, synced as each 8 MB of it is written: the line read once and parsed
+    # bounded (57 MB seen), where the read buffer and the line copied out of it were both
+    # held (103 MB seen), and where it was parsed whole too (189 MB)
+    assert grown < 1.75 * LINE_MB, grown
+    out_dir = tmp_path / "rebuilt"
+    rebuilt = grown_mb(tmp_path, REBUILD, "print(rebuild_session(world, session, Path(sys.argv[2]))[0].status)",
+                       out.strip(), str(out_dir))
+    native = next(home.rglob("*.jsonl"))
+    assert rebuilt[1] == "written\n"
+    assert (out_dir / native.relative_to(home)).read_bytes() == native.read_bytes()

@@ -32,6 +32,10 @@ SPAN = 4096
 # A batch past this holds a huge line: committed before the next line is read, so that two
 # huge lines (each as read, packed and bound by SQLite) are never in memory at once.
 ALONE_BYTES = 4 * BATCH_BYTES
+# A line still without its newline past this is not kept in the read buffer: its end is found
+# by reading on, and the line read in one piece (the buffer, grown by a chunk at a time, and
+# the line copied out of it were two copies of the line and an eighth).
+HUGE_LINE = 16 << 20
 
 
 @dataclass
@@ -197,7 +201,7 @@ class Tailer:
             take, rows = _as_line, lambda batch: self.parser.submit(self.source, batch)
         with _Encoder(self, fd) as encoder:
             pos, batch, batch_bytes = self.source.offset, [], 0
-            pending, scan_from = bytearray(), 0
+            pending, scan_from, torn_at = bytearray(), 0, None
             tail = self.known.tail_at(pos)  # the SPAN bytes before pos, as it moves on
             while (at := pos + len(pending)) < size and (chunk := os.pread(fd, min(CHUNK, size - at), at)):
                 pending += chunk
@@ -212,6 +216,19 @@ class Tailer:
                     tail = _last_span(tail, pending, begin)
                 del pending[:begin]
                 scan_from = len(pending)
+                if len(pending) >= HUGE_LINE and torn_at != size:
+                    end = _line_end(fd, pos + len(pending), size)
+                    if end is None:
+                        torn_at = size  # no newline before size: the buffer takes the rest
+                        continue
+                    pending = bytearray()  # dropped before the line is read whole, once
+                    raw = os.pread(fd, end - pos, pos)
+                    if not raw.endswith(b"\n"):  # cut short under us: read on as any line
+                        pending, scan_from = bytearray(raw), len(raw)
+                        continue
+                    batch.append(take(raw, pos))
+                    pos, batch_bytes, scan_from = pos + len(raw), batch_bytes + len(raw), 0
+                    tail = _last_span(tail, raw, len(raw)) if tail is not None else None
                 if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_RECORDS:
                     encoder.submit(rows(batch), pos, len(pending), events, tail,
                                    alone=batch_bytes >= ALONE_BYTES)
@@ -231,6 +248,17 @@ class Tailer:
         self.source.size = pos + pending
         self.source.head_hash, self.source.tail_hash = self.known.update(fd, pos, tail)
         return self.world.commit(self.source, batch, events)
+
+
+def _line_end(fd: int, at: int, size: int) -> int | None:
+    """Where the line holding `at` ends (after its newline), read on up to `size` in CHUNKs
+    that are not kept; None when no newline comes before `size`."""
+    while at < size and (chunk := os.pread(fd, min(CHUNK, size - at), at)):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return at + newline + 1
+        at += len(chunk)
+    return None
 
 
 def _line(pending: bytearray, begin: int, end: int) -> bytes:
