@@ -26,10 +26,14 @@ peak RSS 50 MB against 42 MB idle (50 MB at 20,132 records too) and 66 MB for
 `dh log show --json`; its first trace page: 26.7 s, 84 MB (the documents column parses
 every record).
 
-Measured 2026-12-06 (2 cores shared with other runs): see the commit that changed this
-bench; the first trace screen spends nearly all its time in three reads of the log's
-`model_calls` view (13-16 s each at 200k records: token totals, prices, the store's
-model-call offsets), which no page-side change removes.
+Measured 2026-12-06 on this 2-core machine quiet (load 1.0-1.3, same run): the list of
+10,001 sessions painted in 432 ms (response 183 ms, the server's part 124 ms) against 244 ms
+(9 ms) for its static copy; the stream of the 200,832-record session 8.4 s, peak RSS 61 MB
+against 47 MB idle and 54 MB for `dh log show --json`; its first trace screen 0.60 s, 68 MB
+(static copy: 30 ms), its documents column 1.0 s, 66 MB; its HTML export 28.6 s, 61 MB, 503
+pages (cat: 0.07 s, 34 MB). The trace screen reads the session's calls once, summed per model
+through the records' index (worlds/local_views.py model_call_sums); the view read it three
+times, 13-16 s each under load.
 
 Run: python bench/bench_serve.py [--sessions 10000] [--relaunched 2000] [--records 200000]
      [--only list|cost|stream|export]"""
