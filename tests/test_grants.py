@@ -165,7 +165,7 @@ def test_a_grant_given_adds_each_harness_s_own_flags_where_local_flags_grant_les
                                     "--permission-mode", "auto"]
     assert flags["codex"] == ["--approve-for-me"]  # not beside --sandbox
     assert flags["opencode"] == ["--auto"]  # already all
-    for name in ("claude-code", "codex", "opencode", "pi"):
+    for name in harnesses.ALL:
         wrapper = get_wrapper(name)
         assert granted(wrapper, local_flags(flags, wrapper)).covers(Grant(AUTO)), name
     assert granting(mine, None) == mine and granting(mine, ASK) == mine

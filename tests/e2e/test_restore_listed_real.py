@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from dh_cli.wrappers import codex_index
+
 from tests.helpers.real_runs import RUN_TIMEOUT, goes_on_whole, lose_as_harness_does, newest_session
 from tests.helpers.tmux import screen_of
 from tests.rig import HARNESSES
@@ -109,7 +111,8 @@ def test_the_harness_own_list_shows_the_restored_session(real_rig, installed, ha
     seen = own_list(rig, harness)
     assert shows(harness, seen, native_id), seen
     if harness == "codex":
-        assert restored[0]["listed"] == {"via": "codex app-server thread/list", "listed": True}
+        assert restored[0]["listed"] == {"via": "codex app-server thread/list", "listed": True,
+                                         "left": codex_index.UNNAMED}  # its name, said lost
 
 
 def test_a_session_the_picker_hides_is_listed_after_unhide_and_goes_on_whole(real_rig, installed):
