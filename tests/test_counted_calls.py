@@ -106,6 +106,7 @@ def test_one_sessions_calls_read_apart_are_the_views_on_every_real_fixture(tmp_p
             " tokens_reasoning FROM model_calls WHERE session_id = ? ORDER BY record_id",
             [session_id]).fetchall()
         assert list(world.model_call_tokens(session_id)) == view, (harness, session_id)
+        assert world.calls_by_session([session_id]) == ({session_id: view} if view else {})
         sums = world.conn.execute(
             "SELECT model, COUNT(*), SUM(COALESCE(tokens_in, 0)), SUM(COALESCE(tokens_cache_read, 0)),"
             " SUM(COALESCE(tokens_cache_write, 0)), SUM(tokens_cache_write_1h),"

@@ -20,11 +20,11 @@ from ..models import Parsed, Session
 from ..output import clip_words
 from ..pricing import Pricer, calls_cost
 from ..stores import store_of
-from ..tokens import KINDS
 from ..util import iso_time
 from ..wrappers import get as get_wrapper
 from ..wrappers.base import Wrapper
 from .resumecost import resume_costs, resume_total
+from .sessionlist import sum_totals
 from .timeline import timeline
 
 # The longest string of a record a view reads (wrappers/clip.py); a longer one is cut and
@@ -290,13 +290,11 @@ def call_totals(world, session_id: str) -> dict:
     tiers or not priced): through the log's `model_calls` view, once for the totals and again
     for the cost, they took 2.9 s of a 200,832-record session's trace screen; this, 0.43 s."""
     sums, pricer = world.model_call_sums(session_id), Pricer()
-    totals = [sum(column) for column in zip(*(s[2:] for s in sums))] or [0] * len(KINDS)
     if not all(pricer.known(model) and pricer.flat(model) for model, *_ in sums):
         calls = world.model_call_tokens(session_id)  # tiers, or calls to count unpriced
     else:
         calls = [(model, *counted) for model, _, *counted in sums]
-    return {**dict(zip(KINDS, totals)), "model_calls": sum(s[1] for s in sums),
-            "cost": calls_cost(calls, pricer)}
+    return {**sum_totals(sums), "cost": calls_cost(calls, pricer)}
 
 
 def _last_turn(world, session: Session, source) -> list:

@@ -152,8 +152,10 @@ class LocalViews:
 
     def calls_by_session(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
         """session id -> (model, then the counts of tokens.KINDS) of each of its model calls:
-        every session's, or those named."""
-        return self._by_session(_CALL_ROWS, session_ids)
+        every session's, or those named (each read apart, as call_sums reads them)."""
+        if session_ids is None:
+            return self._by_session(_CALL_ROWS, None)
+        return {sid: calls for sid in session_ids if (calls := list(self.model_call_tokens(sid)))}
 
     def call_sums(self, session_ids: list[str] | None = None) -> dict[str, list[tuple]]:
         """session id -> (model, its calls, then their sums of tokens.KINDS) for each model
