@@ -97,9 +97,11 @@ def pull_command(world: WorldArg, session: SessionOpt = None, url: UrlOpt = None
 @app.command("status")
 def status_command(world: Annotated[str, typer.Argument(help=f"The team world to compare with: {team.listed()}")] = "postgres",
                    url: UrlOpt = None, json_: JsonOpt = False) -> None:
-    """Compare the local log with the world (local only, server only, in sync, ahead), and
-    show who holds each session: holder, lease age, epoch, state (running here, running on
-    HOST, orphaned, finished).
+    """Compare the local log with the world (local only, server only, in sync, ahead,
+    diverged), and show who holds each session: holder, lease age, epoch, state (running
+    here, running on HOST, orphaned, finished). A session whose rows the comparison reads are
+    damaged in the world is `damaged`, with why on stderr (`reason` in JSON); the others are
+    listed as they stand and dh exits 0 (`dh world pull` checks every row it copies).
 
     Example:
       $ dh world status
@@ -113,6 +115,9 @@ def status_command(world: Annotated[str, typer.Argument(help=f"The team world to
     if json_:
         output.print_json([{**r.to_dict(), **hold_dict(held.get(r.session_id))} for r in rows])
         return
+    for row in rows:
+        if row.reason:
+            output.note_shown(f"dh: session {row.session_id} damaged: {row.reason}")
     leased = any(h.holder for h in held.values())  # the lease columns only once there are leases
     output.table(None, ["session", "harness", "status", "local records", "server records",
                         *(HOLD_COLUMNS if leased else [])],

@@ -32,8 +32,8 @@ from ..worlds.local_places import check_ref
 from ..worlds.rows import SESSION_COLUMNS, SOURCE_COLUMNS, decode_raw, stored_rows
 from .redis_leases import RedisLeases, _text
 from .protocol import FENCED, fenced_error, only_match
-from .world_rows import (damaged, events_of, in_order, object_row, position, read_row, session_of,
-                         snapshot_rows, source_of)
+from .world_rows import (damaged, event_seqs, events_of, in_order, object_row, position, read_row,
+                         session_of, snapshot_rows, source_of)
 from .redis_scripts import SCRIPTS
 from .urls import from_flag_or_env, scrub
 
@@ -187,7 +187,8 @@ class RedisWorld(RedisLeases):
         return only_match(matches, ref, "Redis", self.name)
 
     def sessions(self, harness: str | None = None) -> list[Session]:
-        every = [s or damaged(sid) for sid, s in in_order(self._call("hgetall", "dh:sessions").items())]
+        every = [s if isinstance(s, Session) else damaged(sid)
+                 for sid, s in in_order(self._call("hgetall", "dh:sessions").items())]
         return [s for s in every if harness is None or s.harness == harness]
 
     # sources ------------------------------------------------------------------------------
@@ -280,17 +281,22 @@ class RedisWorld(RedisLeases):
         else:
             value = self._call("hget", "dh:sessions", session_id)
             found = [(session_id, value)] if value else []
-        return group_marks(row for sid, session in in_order(found) for row in self._marks_of(sid, session))
+        out: dict[str, SessionMarks] = {}
+        for sid, session in in_order(found):
+            out.update(self._marks_of(sid, session))
+        return out
 
-    def _marks_of(self, sid: str, session: Session | None) -> list[tuple]:
-        """The session's mark rows; a damaged session's (its row, a source, a key) are its id
-        alone, so a copy reaches it and fails it by name, not every session after it."""
-        try:
-            if session is not None:
-                return self._mark_rows(session)
-        except DamagedRow:
-            pass
-        return [(sid, "", "", None, None, None, None, None)]
+    def _marks_of(self, sid: str, session: Session | DamagedRow) -> dict[str, SessionMarks]:
+        """The session's marks; a damaged session's (its row, a source, a key) are its id and
+        why alone, so a copy reaches it and fails it by name, not every session after it, and
+        status shows it as damaged."""
+        why = session if isinstance(session, DamagedRow) else None
+        if why is None:
+            try:
+                return group_marks(self._mark_rows(session))
+            except DamagedRow as exc:
+                why = exc
+        return {sid: SessionMarks(sid, "", "", damaged=str(why))}
 
     def _mark_rows(self, session: Session) -> list[tuple]:
         sources = self.sources(session.id)
@@ -301,7 +307,7 @@ class RedisWorld(RedisLeases):
                 pipe.zcard(f"dh:rk:{source.id}")
                 pipe.zrange(f"dh:rk:{source.id}", -1, -1)
             got = pipe.execute()
-        last_seq = max((int(k) for k in got[0]), default=None)
+        last_seq = max(event_seqs(got[0]), default=None)
         head = (session.id, session.harness, session.updated_at)
         if not sources:
             return [(*head, None, None, None, None, last_seq)]

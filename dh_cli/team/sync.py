@@ -30,7 +30,7 @@ from ..models import Source
 from ..workspace import copy_workspace
 from ..workspace.store import DamagedObject
 from ..worlds.base import Mark, SessionMarks, World
-from ..redact import mask_bytes
+from ..redact import clean, mask_bytes
 from .diverge import diverged, keep_both, masked_chunks, masked_events
 from .protocol import TeamWorld
 from .sync_rows import checked, prefetched  # noqa: F401 - prefetched re-exported
@@ -116,9 +116,10 @@ class SyncReport:
 class SessionStatus:
     session_id: str
     harness: str
-    status: str  # local only | server only | in sync | local ahead | server ahead | diverged
+    status: str  # local only | server only | in sync | local ahead | server ahead | diverged | damaged
     local_records: int | None
-    server_records: int | None
+    server_records: int | None  # None also where the world's rows of it are damaged
+    reason: str | None = None  # why it is damaged: one line, clipped (a world's rows wrote it)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -275,18 +276,40 @@ def _send(dst: World, chunks: Iterator[list[tuple]], counter: _Counter) -> int:
 
 # status -------------------------------------------------------------------------------------
 def status(local: World, remote: TeamWorld) -> list[SessionStatus]:
-    """Every session either world has, and how the two copies compare."""
+    """Every session either world has, and how the two copies compare. A session whose rows
+    the comparison reads (its row, its sources, the record both copies hold last) are damaged
+    is `damaged`, with why; status reads no other record (pull checks every one it copies)."""
     mine, theirs = local.marks(), remote.marks()
     same = mask_bytes if remote.masks_records else None
-    out = []
-    for sid in list(mine) + [s for s in theirs if s not in mine]:
-        here, there = mine.get(sid), theirs.get(sid)
-        state = compare(here, there)
-        if here and there and state != "diverged" and _any_diverged(local, remote, here, there, same):
-            state = "diverged"
-        out.append(SessionStatus(sid, (here or there).harness, state,
-                                 here.records if here else None, there.records if there else None))
-    return out
+    return [_status_of(local, remote, mine.get(sid), theirs.get(sid), same)
+            for sid in list(mine) + [s for s in theirs if s not in mine]]
+
+
+def _status_of(local: World, remote: World, here: SessionMarks | None, there: SessionMarks | None,
+               same) -> SessionStatus:
+    state, reason = compare(here, there), _damage(here) or _damage(there)
+    if here and there and state not in ("diverged", "damaged"):
+        try:
+            state = "diverged" if _any_diverged(local, remote, here, there, same) else state
+        except DamagedRow as exc:
+            state, reason = "damaged", str(exc)
+    server = there.records if there and not there.damaged else None
+    return SessionStatus((here or there).session_id, (here or there).harness, state,
+                         here.records if here else None, server, _one_line(reason) if reason else None)
+
+
+def _damage(marks: SessionMarks | None) -> str | None:
+    return marks.damaged if marks else None
+
+
+REASON_CHARS = 300  # a world's key can be megabytes long
+
+
+def _one_line(text: str) -> str:
+    """A world's words as one line to show: masked and its controls made visible before it is
+    clipped (a cut must not leave half a credential that no longer looks like one)."""
+    text = " ".join(clean(text, False, True).split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
 
 
 def _any_diverged(local: World, remote: World, here: SessionMarks, there: SessionMarks,
@@ -295,13 +318,18 @@ def _any_diverged(local: World, remote: World, here: SessionMarks, there: Sessio
     theirs = {s.relpath: s for s in remote.sources(here.session_id)}
     for source in local.sources(here.session_id):
         other = theirs.get(source.relpath)
-        if other and diverged(local, source, here.sources.get(source.relpath, Mark()),
-                              remote, other, there.sources.get(source.relpath, Mark()), same):
-            return True
+        try:
+            if other and diverged(local, source, here.sources.get(source.relpath, Mark()),
+                                  remote, other, there.sources.get(source.relpath, Mark()), same):
+                return True
+        except DamagedRow as exc:
+            raise DamagedRow(f"{source.relpath}: {exc}") from None
     return False
 
 
 def compare(here: SessionMarks | None, there: SessionMarks | None) -> str:
+    if _damage(here) or _damage(there):
+        return "damaged"
     if there is None:
         return "local only"
     if here is None:

@@ -112,16 +112,24 @@ def damaged(sid: str) -> Session:
     return Session(sid, "", state="damaged")
 
 
-def in_order(found) -> list[tuple[str, Session | None]]:
-    """(id, its session, None where its row is damaged) by creation, as sessions() lists them."""
+def in_order(found) -> list[tuple[str, Session | DamagedRow]]:
+    """(id, its session, or why its row is damaged) by creation, as sessions() lists them."""
     out = []
     for key, value in found:
         sid = key.decode("utf-8", "backslashreplace") if isinstance(key, bytes) else key
         try:
             out.append((sid, session_of(value, sid)))
-        except DamagedRow:
-            out.append((sid, None))
-    return sorted(out, key=lambda pair: ((pair[1].created_at if pair[1] else "") or "", pair[0]))
+        except DamagedRow as exc:
+            out.append((sid, exc))
+    return sorted(out, key=lambda pair: (getattr(pair[1], "created_at", "") or "", pair[0]))
+
+
+def event_seqs(keys: list[bytes]) -> list[int]:
+    """The seqs of a session's events from their keys (Redis keeps them so)."""
+    try:
+        return [int(k) for k in keys]
+    except ValueError:
+        raise DamagedRow("an event of it is under a key that is no number") from None
 
 
 def source_of(found: bytes, value: bytes | None, relpath: str) -> Source:

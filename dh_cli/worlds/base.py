@@ -43,6 +43,7 @@ class SessionMarks:
     updated_at: str
     sources: dict[str, Mark] = field(default_factory=dict)
     last_seq: int = 0
+    damaged: str | None = None  # why the world's rows of it cannot be read (a team world's)
 
     @property
     def records(self) -> int:
