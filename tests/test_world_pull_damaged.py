@@ -18,6 +18,7 @@ from dh_cli.worlds.local import LocalWorld
 
 from .helpers.cli import dh
 from .helpers.damaged_world import LINES, a_session, damaged_world, set_row
+from .helpers.secrets_text import ESCAPES, KEY
 from .helpers.team_worlds import Team, pg_url, redis_url, team  # noqa: F401  (fixtures)
 
 
@@ -102,3 +103,23 @@ def test_a_session_already_here_keeps_what_it_had(tmp_path, team: Team, monkeypa
         == [LINES, LINES, LINES]
     shown = dh("log", "show", "1sessBdiverged")
     assert shown.returncode == 0, shown.stderr
+
+
+def test_the_reason_is_one_masked_clipped_line(tmp_path, team: Team, monkeypatch):
+    """A damaged record in a source whose name in the world carries a key, a clipboard
+    escape and 5000 characters: the line naming the session says why without any of them."""
+    remote = team.open()
+    try:
+        hostile = a_session(remote, "1sessHhostile", "2026-01-01T00:00:00.000Z",
+                            f"sessions/{ESCAPES[1]}{KEY}" + "k" * 5000 + ".jsonl")
+        set_row(remote, hostile, 10, 99, b'{"i":1}\n')
+        a_session(remote, "1sessIgood", "2026-01-02T00:00:00.000Z")
+    finally:
+        remote.close()
+    monkeypatch.setenv("DH_HOME", str(tmp_path / "other-machine"))
+    done = dh("world", "pull", team.name, "--url", team.url)
+    assert done.returncode == 7, (done.returncode, done.stdout, done.stderr)
+    (said,) = [line for line in done.stderr.splitlines() if "1sessHhostile" in line]
+    assert "not pulled" in said and "codec 99" in said and len(said) <= 400, said
+    assert KEY not in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert LocalWorld().record_count("1sessIgood") == LINES

@@ -46,7 +46,7 @@ def _summary(report: SyncReport, json_: bool) -> None:
 
 def _print_summary(report: SyncReport) -> None:
     for sync in report.failed:
-        output.note(f"dh: {sync.failed}")
+        output.note_shown(f"dh: {sync.failed}")
     for sync in report.sessions:
         for item in sync.diverged:  # both copies went on: neither is dropped nor spliced
             where = "this machine's copy stored in the world" if report.direction == "push" \

@@ -16,10 +16,11 @@ LINES = 4
 FILE_BYTES = b"print('kept')\n"
 
 
-def a_session(world, sid: str, created: str) -> Source:
-    """A pi session of LINES records, written to the world as a team member's push would."""
+def a_session(world, sid: str, created: str, relpath: str | None = None) -> Source:
+    """A pi session of LINES records, written to the world as a team member's push would
+    (its one source at `relpath`, or named after it)."""
     world.put_session(Session(id=sid, harness="pi", state="exited", created_at=created, updated_at=created))
-    source = world.put_source(Source(0, sid, "jsonl", f"sessions/{sid}.jsonl"))
+    source = world.put_source(Source(0, sid, "jsonl", relpath or f"sessions/{sid}.jsonl"))
     world.append_rows(stored_rows(source, [Record(source.id, 0, i * 10, b'{"i":%d}\n' % i)
                                            for i in range(LINES)]))
     return source
