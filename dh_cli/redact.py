@@ -154,6 +154,19 @@ def clean_bytes(data: bytes, show_secrets: bool = False, terminal: bool = False)
     return data
 
 
+REASON_CHARS, WORD_CHARS = 300, 60  # a world's key can be megabytes long
+
+
+def one_line(text: str) -> str:
+    """A world's words as one line to show: masked and its controls made visible before it is
+    clipped (a cut must not leave half a credential that no longer looks like one); a long
+    word (a name in the world) is cut in its middle, so what follows it still shows."""
+    words = [w if len(w) <= WORD_CHARS else f"{w[:WORD_CHARS - 20]}…{w[-19:]}"
+             for w in clean(text, False, True).split()]
+    text = " ".join(words)
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
+
+
 def config_value(value):
     """A config value as dh shows it: always masked (a libpq `password=…`, a URL password)."""
     return clean(value) if isinstance(value, (str, dict, list, tuple)) else value

@@ -30,7 +30,7 @@ from ..models import Source
 from ..workspace import copy_workspace
 from ..workspace.store import DamagedObject
 from ..worlds.base import Mark, SessionMarks, World
-from ..redact import clean, mask_bytes
+from ..redact import mask_bytes, one_line
 from .diverge import diverged, keep_both, masked_chunks, masked_events
 from .protocol import TeamWorld
 from .sync_rows import checked, prefetched  # noqa: F401 - prefetched re-exported
@@ -153,19 +153,6 @@ def pull(remote: TeamWorld, local: World, session_ids: list[str] | None = None,
                          Masks.pulling_from(remote), keep_going)
 
 
-REASON_CHARS, WORD_CHARS = 300, 60  # a world's key can be megabytes long
-
-
-def _one_line(text: str) -> str:
-    """A world's words as one line to show: masked and its controls made visible before it is
-    clipped (a cut must not leave half a credential that no longer looks like one); a long
-    word (a name in the world) is cut in its middle, so what follows it still shows."""
-    words = [w if len(w) <= WORD_CHARS else f"{w[:WORD_CHARS - 20]}…{w[-19:]}"
-             for w in clean(text, False, True).split()]
-    text = " ".join(words)
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
-
-
 def copy_sessions(src: World, dst: World, direction: str, where: str,
                   session_ids: list[str] | None, progress: Progress | None,
                   masks: Masks = Masks(), keep_going: bool = False) -> SyncReport:
@@ -217,7 +204,7 @@ def _copy_or_fail(src: World, dst: World, src_marks: SessionMarks, dst_marks: Se
         if dst_marks is None and hasattr(dst, "remove_session"):
             dst.remove_session(result.session_id)
             result = SessionSync(result.session_id, result.harness)
-        result.failed = _one_line(f"session {result.session_id} not {direction}ed: {exc}")
+        result.failed = one_line(f"session {result.session_id} not {direction}ed: {exc}")
         return result
 
 
@@ -308,7 +295,7 @@ def _status_of(local: World, remote: World, here: SessionMarks | None, there: Se
             state, reason = "damaged", str(exc)
     server = there.records if there and not there.damaged else None
     return SessionStatus((here or there).session_id, (here or there).harness, state,
-                         here.records if here else None, server, _one_line(reason) if reason else None)
+                         here.records if here else None, server, one_line(reason) if reason else None)
 
 
 def _damage(marks: SessionMarks | None) -> str | None:
