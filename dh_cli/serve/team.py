@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import socket
 
-from ..redact import clean
+from ..errors import DamagedRow, LogDbError
+from ..redact import clean, one_line
 from .reads import waiting_on
 
 def open_world(name: str, url: str | None):
@@ -24,43 +25,64 @@ def holdings_of(world) -> dict:
 
 
 def team(world, local) -> dict:
-    """{"machines", "sessions", "takeovers"} of the world, as plain masked data."""
+    """{"machines", "sessions", "takeovers"} of the world, as plain masked data. A session
+    whose rows the page reads are damaged (its row, a source, an event, the record it holds
+    last) is `damaged`, with why in one line; the others are shown as they stand."""
     import time
 
     held = holdings_of(world)
     sessions = {s.id: s for s in world.sessions()}
-    takeovers = _takeovers(world, sessions)
-    last = _last_records(world)
-    now_ms = time.time() * 1000
-    rows = [{"id": sid, "harness": s.harness, "host": _host(held.get(sid), s),
-             "holder": getattr(held.get(sid), "holder", None), "epoch": getattr(held.get(sid), "epoch", None),
-             "lease_age": getattr(held.get(sid), "lease_age", None),
-             "state": getattr(held.get(sid), "state", None) or s.state,
-             "limit": waiting_on(world, sid, local) if s.state == "waiting" else None} for sid, s in sessions.items()]
-    machines = _machines(rows, takeovers, last, now_ms)
-    _add_behind(machines, world, local)
+    marks = world.marks()
+    damage = {sid: m.damaged for sid, m in marks.items() if m.damaged}
+    takeovers = _takeovers(world, sessions, damage)
+    last = _last_records(world, marks, damage)
+    rows = [_row(world, local, sid, s, held.get(sid), damage.get(sid)) for sid, s in sessions.items()]
+    machines = _machines(rows, takeovers, last, time.time() * 1000)
+    _add_behind(machines, marks, local)
     return clean({"machines": machines, "sessions": sorted(rows, key=lambda r: r["lease_age"] or 1e18),
                   "takeovers": takeovers})
 
 
-def _takeovers(world, sessions: dict) -> list[dict]:
-    """The newest 200 takeovers in the sessions' journals."""
+def _row(world, local, sid: str, session, holding, damaged: str | None) -> dict:
+    state = getattr(holding, "state", None) or session.state
+    return {"id": sid, "harness": session.harness, "host": _host(holding, session),
+            "holder": getattr(holding, "holder", None), "epoch": getattr(holding, "epoch", None),
+            "lease_age": getattr(holding, "lease_age", None),
+            "state": "damaged" if damaged else state, "damaged": one_line(damaged) if damaged else None,
+            "limit": waiting_on(world, sid, local) if session.state == "waiting" and not damaged else None}
+
+
+def _takeovers(world, sessions: dict, damage: dict) -> list[dict]:
+    """The newest 200 takeovers in the sessions' journals (a damaged journal noted in
+    `damage`, the others read on)."""
     from ..events import TAKEOVER
 
-    found = [{"session_id": e.session_id, "at": e.at, **e.details}
-             for sid in sessions for e in world.events(sid) if e.type == TAKEOVER]
+    found = []
+    for sid in sessions:
+        if sid in damage:
+            continue
+        try:
+            found += [{"session_id": e.session_id, "at": e.at, **e.details}
+                      for e in world.events(sid) if e.type == TAKEOVER]
+        except DamagedRow as exc:
+            damage[sid] = str(exc)
     return sorted(found, key=lambda t: t["at"], reverse=True)[:200]
 
 
-def _last_records(world) -> dict:
+def _last_records(world, marks: dict, damage: dict) -> dict:
     """The time of the newest record the world holds of each session (ms since the epoch, the
-    records' own time): the last record of each of its sources."""
+    records' own time): the last record of each of its sources (a damaged one noted in
+    `damage`)."""
     out = {}
-    for sid, marks in world.marks().items():
-        for relpath, mark in marks.sources.items():
-            if mark.last is None:
+    for sid, found in marks.items():
+        for relpath, mark in found.sources.items():
+            if mark.last is None or sid in damage:
                 continue
-            tip = world.read_records(sid, relpath, after=(mark.last[0], mark.last[1] - 1), limit=1)
+            try:
+                tip = world.read_records(sid, relpath, after=(mark.last[0], mark.last[1] - 1), limit=1)
+            except (DamagedRow, LogDbError) as exc:  # LogDbError: its bytes do not decode
+                damage[sid] = f"{relpath}: record {mark.last[0]}:{mark.last[1]}: {exc}"
+                continue
             if tip and tip[0].ts is not None:
                 out[sid] = max(out.get(sid, 0), tip[0].ts)
     return out
@@ -90,12 +112,12 @@ def _machines(rows: list[dict], takeovers: list[dict], last: dict, now_ms: float
     return sorted(by_host.values(), key=lambda m: m["host"])
 
 
-def _add_behind(machines: list[dict], world, local) -> None:
+def _add_behind(machines: list[dict], theirs: dict, local) -> None:
     """This machine's records the world does not hold yet (for the sessions both know)."""
     if local is None:
         return
     here = socket.gethostname()
-    theirs, ours = world.marks(), local.marks()
+    ours = local.marks()
     behind = sum(max(0, ours[sid].records - theirs[sid].records) for sid in ours if sid in theirs)
     for m in machines:
         if m["host"] == here:
