@@ -11,7 +11,7 @@ from ..errors import CopiedWithFailures, UsageError
 from .. import team
 from ..worlds.local import LocalWorld
 from ..team import open_world
-from ..team.sync import SyncReport, pull, push, status
+from ..team.sync import SyncReport, damaged_hint, pull, push, status
 
 app = typer.Typer(help=f"""Share sessions through a team world ({team.listed()}): push, pull, status.
 
@@ -41,7 +41,7 @@ def _summary(report: SyncReport, json_: bool) -> None:
     if report.failed:
         raise CopiedWithFailures(f"{len(report.failed)} of {len(report.sessions)} session(s) could not be"
                                  f" {report.direction}ed whole (each named above); the others were",
-                                 hint="push them again from a machine that holds them whole")
+                                 hint=damaged_hint(report.direction))
 
 
 def _print_summary(report: SyncReport) -> None:

@@ -169,7 +169,7 @@ def copy_sessions(src: World, dst: World, direction: str, where: str,
     for sid in ids:
         done = _copy_or_fail(src, dst, src_marks[sid], dst_marks.get(sid), counter, masks, direction)
         if done.failed and not keep_going:
-            raise DamagedRow(done.failed, hint=_DAMAGED_HINT)
+            raise DamagedRow(done.failed, hint=damaged_hint(direction))
         report.sessions.append(done)
     report.seconds = time.monotonic() - start
     return report
@@ -190,7 +190,15 @@ def _lacking(src: SessionMarks, dst: SessionMarks | None) -> int:
     return sum(max(0, m.count - have.get(rel, Mark()).count) for rel, m in src.sources.items())
 
 
-_DAMAGED_HINT = "push the session again from a machine that holds it whole, or remove it from the world"
+def damaged_hint(direction: str) -> str:
+    """What to do about the sessions a copy could not take whole. A pull met a damaged world
+    copy, which another machine's push can make whole; a push compared this log's copy with
+    the world's, and the damaged one may be either (the line names the row, not the side)."""
+    if direction == "pull":
+        return "push each again from a machine that holds it whole"
+    return ("if the damaged copy is the world's, no dh command removes a session from a world: delete"
+            " it there with the server's own client, then push again; if it is this log's (`dh log"
+            " show` fails on it too), `dh log rm` it")
 
 
 def _copy_or_fail(src: World, dst: World, src_marks: SessionMarks, dst_marks: SessionMarks | None,
