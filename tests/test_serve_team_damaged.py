@@ -11,6 +11,11 @@ from __future__ import annotations
 import html
 import json
 import re
+import socket
+from dataclasses import replace
+
+from dh_cli.team.sync import pull
+from dh_cli.worlds.local import LocalWorld
 
 from .helpers.cli import dh
 from .helpers.damaged_world import LINES, a_session, damaged_world, set_row
@@ -72,6 +77,28 @@ def test_the_team_page_shows_each_damaged_session_and_every_other(tmp_path, team
     assert KEY not in page.text and "\x1b" not in page.text and "\x07" not in page.text
     takeovers = page.text.split('<ol class="takeovers">')[1]
     assert "<li>none</li>" in takeovers  # the others' journals were read: none holds a takeover
+
+
+def test_records_not_yet_in_the_world_leave_out_a_session_damaged_there(tmp_path, redis_url):  # noqa: F811
+    """Redis: this machine pulled two sessions whole; the world's row of one is damaged since,
+    so the world's count of its records is unknown: it is not counted as records the world
+    lacks (it would count all LINES of it)."""
+    team = Team("redis", redis_url)
+    remote = team.open()
+    try:
+        for n, sid in enumerate(("1sessWwhole", "1sessWdamaged")):  # held by this machine
+            a_session(remote, sid, f"2026-05-0{n + 1}T00:00:00.000Z")
+            remote.put_session(replace(remote.get_session(sid), host=socket.gethostname(),
+                                       updated_at=f"2026-05-0{n + 1}T00:00:01.000Z"))
+        pull(remote, LocalWorld(tmp_path / "dh-home" / "dh.db"), ["1sessWwhole", "1sessWdamaged"])
+        remote.client.hset("dh:sessions", "1sessWdamaged", b'["1sessWdamaged", 7]')
+    finally:
+        remote.close()
+    page = in_process(tmp_path / "dh-home", team.name, team.url).get("/team")
+    assert page.status_code == 200, page.text[:2000]
+    here = re.search(rf"<tr><td>{re.escape(socket.gethostname())}</td>(.*?)</tr>", page.text)
+    assert here, page.text
+    assert here.group(1).endswith('<td class="num">0</td>'), here.group(1)
 
 
 def test_the_world_listing_lists_every_session_of_a_damaged_world(tmp_path, team: Team, monkeypatch):

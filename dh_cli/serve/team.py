@@ -113,12 +113,14 @@ def _machines(rows: list[dict], takeovers: list[dict], last: dict, now_ms: float
 
 
 def _add_behind(machines: list[dict], theirs: dict, local) -> None:
-    """This machine's records the world does not hold yet (for the sessions both know)."""
+    """This machine's records the world does not hold yet (for the sessions both know; not
+    those damaged in the world, whose count there is unknown)."""
     if local is None:
         return
     here = socket.gethostname()
     ours = local.marks()
-    behind = sum(max(0, ours[sid].records - theirs[sid].records) for sid in ours if sid in theirs)
+    behind = sum(max(0, ours[sid].records - theirs[sid].records) for sid in ours
+                 if sid in theirs and not theirs[sid].damaged)
     for m in machines:
         if m["host"] == here:
             m["behind"] = behind
