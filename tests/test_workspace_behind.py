@@ -136,6 +136,16 @@ def test_claude_takes_dh_note_after_its_first_message_and_others_give_no_place()
     assert wrappers.get("codex").with_note(["exec", "Do it."], "N") is None
 
 
+def test_pi_takes_dh_note_at_the_end_of_its_first_message_or_in_its_system_prompt():
+    pi = wrappers.get("pi")
+    assert pi.with_note(["--model", "m", "@a.txt", "Do it.", "Then this."], "N") == \
+        ["--model", "m", "@a.txt", "Do it.\n\nN", "Then this."]
+    assert pi.with_note(["-p", "--", "-x first"], "N") == ["-p", "--", "-x first\n\nN"]
+    # no message (a prompt typed into the TUI): the relaunched Pi's system prompt says it
+    assert pi.with_note(["--model", "Do it."], "N") == ["--append-system-prompt", "N", "--model", "Do it."]
+    assert pi.with_note(["@a.txt"], "N") == ["--append-system-prompt", "N", "@a.txt"]
+
+
 def test_a_relaunch_with_no_record_tells_of_a_folder_changed_since_the_start(tmp_path):
     from dh_cli.resume.plan import RelaunchPlan, _told_of_changes
 

@@ -33,7 +33,7 @@ from .. import paths
 from ..models import Parsed, Record, ToolCall, ToolResult
 from ..tokens import counts
 from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Relaunch, Wrapper, regular_file,
-                   text_of)
+                   split_args, text_of)
 from .common import (PRINT_FLAGS, headless_flags, iso_now, json_line, json_objects, options,
                      parse_argv, stdout_object, with_flags)
 from .grants import ALL, Grant
@@ -47,6 +47,7 @@ VALUE_FLAGS = frozenset({
     "--system-prompt", "--append-system-prompt", "--thinking", "--tools", "--models",
     "--export", "-e", "--extension", "--fork"})
 RESUMING_FLAGS = {"--continue", "-c", "--resume", "-r"}
+APPEND_SYSTEM = "--append-system-prompt"  # text (or a file's) added to the system prompt
 # flags that choose the session file; dh passes --session <path> itself
 SESSION_FLAGS = RESUMING_FLAGS | {"--session", "--no-session", "--fork"}
 
@@ -249,6 +250,21 @@ class PiWrapper(Wrapper):
         if words:
             return None
         return Relaunch(list(original), note=typed_prompt_lost(self.name))
+
+    def with_note(self, args: list[str], note: str) -> list[str] | None:
+        """Pi sends each positional word as a message of its own, after the `@file` words it
+        attaches (`pi [options] [@files...] [messages...]`): the note ends the first message,
+        each word kept in its place (its text starts as before, so it parses as before).
+        With no message (a prompt typed into the TUI, which dh cannot send again) the note
+        goes into the system prompt of the relaunched Pi (`--append-system-prompt`), so the
+        model reads it with the prompt the user types again. Pi writes nothing before its
+        first answer is complete, and the TUI runs that answer's tool call first: seen in
+        the soak, a step ran twice with no file holding the first run."""
+        _, positional = split_args(args, self.value_flags)
+        first = next((i for i in positional if not args[i].startswith("@")), None)
+        if first is None:
+            return [APPEND_SYSTEM, note, *args]
+        return [*args[:first], f"{args[first]}\n\n{note}", *args[first + 1:]]
 
     def fork_copy(self, native_path: str | None, home: Path, cwd: str) -> Path | None:
         """What `pi --fork <file>` writes (SessionManager.forkFrom, 0.73.1): a new header (new

@@ -176,3 +176,25 @@ def finished_in(team, sid: str) -> bool:
         return world.get_session(sid).state == "finished"
     finally:
         world.close()
+
+
+@pytest.mark.harnesses("pi")
+def test_pi_s_relaunch_without_its_typed_prompt_tells_the_model_in_its_system_prompt(tmp_path, installed):
+    """Pi's TUI can run its first answer's step before it writes anything; relaunched with no
+    message to carry dh's word (the prompt was typed), dh gives it to the real Pi as
+    `--append-system-prompt` (wrappers/pi.py with_note): the model reads it in every request."""
+    from dh_cli import wrappers
+    from tests.rig import SCRIPT as PLAIN
+
+    server = FakeModelServer(PLAIN).start()
+    try:
+        a = rig_on(tmp_path / "A", server, installed)
+        note = f"[dh] steps.log created: a step {MAY_HAVE_RUN}."
+        args = wrappers.get("pi").with_note(HEADLESS_ARGS["pi"]("Go.")[:-1], note) + ["Go."]
+        assert args[:2] == ["--append-system-prompt", note]
+        ran = a.dh("run", "pi", "--", *args, timeout=RUN_TIMEOUT)
+        assert ran.returncode == 0, ran.stderr.decode()
+        systems = [json.dumps(r["body"].get("system")) for r in server.main_requests()]
+        assert systems and all(json.dumps(note)[1:-1] in s for s in systems), systems[0][-600:]
+    finally:
+        server.stop()
