@@ -196,7 +196,7 @@ class Runner:
         _wait_group_gone(pgid)
         if kill.target == "home":
             state.lose_the_home(self.rig, self.harness)
-            self.snapshots.append(state.logged(self.rig, self.rig.server))
+            self.snapshots.append(state.logged(self.rig, self.harness, self.rig.server))
         else:
             self.snapshots.append(state.native(self.rig, self.harness, self.rig.server))
         self._resume()

@@ -112,10 +112,12 @@ def warned_deliveries(server, index: int) -> int:
     that a step may already have taken effect (a resume's continuation prompt: a command
     that ran with no call recorded, or the folder changed since the last recorded step).
     The scripted model asks for its step again whatever it is told, where a real one would
-    check first: that run is the model's, not dh's."""
+    check first: that run is the model's, not dh's. The word may be in the system prompt
+    instead (a Pi TUI relaunched without the prompt the user typed: wrappers/pi.py)."""
     log = server.log
     warned = {e["seq"] for e in log if e["event"] == "request" and e["kind"] == "main"
-              and e["reply_index"] == index and MAY_HAVE_RUN in last_user_text(e["body"])}
+              and e["reply_index"] == index
+              and MAY_HAVE_RUN in last_user_text(e["body"]) + system_text(e["body"])}
     done = {e["seq"] for e in log if e["event"] == "response_done"}
     return len(warned & done)
 
@@ -132,6 +134,17 @@ def last_user_text(body) -> str:
             break
         trailing.insert(0, item)
     return "\n".join(_text(item.get("content")) for item in trailing)
+
+
+def system_text(body) -> str:
+    """The request's system prompt: Anthropic's `system`, the Responses API's
+    `instructions`, or system/developer messages (Responses and Chat Completions shapes)."""
+    body = body if isinstance(body, dict) else {}
+    items = body.get("messages") or body.get("input") or []
+    parts = [_text(body.get("system")), _text(body.get("instructions"))]
+    parts += [_text(item.get("content")) for item in (items if isinstance(items, list) else [])
+              if isinstance(item, dict) and item.get("role") in ("system", "developer")]
+    return "\n".join(parts)
 
 
 def _text(content) -> str:
