@@ -95,6 +95,17 @@ def installed(version_set) -> install.Installed:
 
 
 E2E_NODES = "tests/e2e/"  # node ids are relative to the project's root (pyproject.toml)
+# The real harnesses' tests in two groups, each run in order by one xdist worker (pytest-xdist's
+# --dist loadgroup, pyproject.toml), the other tests filling in around them: one group took
+# the whole run's length (29.9 min, the rest waiting on it). These modules are about half
+# the end-to-end time; two real harness runs at once is what the soak does (--jobs 2).
+FIRST_GROUP = frozenset({"test_limits_real.py", "test_tui.py", "test_identity_real.py",
+                         "test_shims.py", "test_resume_argv_real.py"})
+
+
+def e2e_group(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return "e2e" if module in FIRST_GROUP else "e2e-2"
 
 
 # tryfirst: pytest-xdist reads the group in its own hook, which runs first when this conftest
@@ -108,9 +119,7 @@ def pytest_collection_modifyitems(config, items):
     keep, dropped = [], []
     for item in items:
         if item.nodeid.startswith(E2E_NODES):
-            # one worker runs the real harnesses one after the other, as they always ran
-            # (pytest-xdist's --dist loadgroup, pyproject.toml); the other runs the rest
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+            item.add_marker(pytest.mark.xdist_group(e2e_group(item.nodeid)))
         params = getattr(getattr(item, "callspec", None), "params", {})
         harnesses = {params["harness"]} if "harness" in params else set(_marked(item))
         only = item.get_closest_marker("version_sets")
