@@ -30,3 +30,16 @@ def test_dh_s_word_counts_in_the_last_user_message_or_the_system_prompt():
     plain = {"system": "You code.", "messages": [{"role": "user", "content": "Go."}]}
     assert checks.warned_deliveries(Server([user, system, developer, plain]), 0) == 3
     assert checks.warned_deliveries(Server([plain]), 0) == 0
+
+
+def test_an_opencode_database_not_yet_migrated_holds_no_reply(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "opencode.db"
+    sqlite3.connect(db).close()  # made, no table yet: a kill in OpenCode's first second
+    assert state._opencode_bytes(db) == b""
+    conn = sqlite3.connect(db)
+    conn.executescript("CREATE TABLE message (data TEXT); CREATE TABLE part (data TEXT);"
+                       "INSERT INTO part VALUES ('call_003');")
+    conn.close()
+    assert state._kept_in(state._opencode_bytes(db), "opencode") == {3}

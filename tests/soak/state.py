@@ -97,7 +97,10 @@ def _opencode_bytes(db: Path) -> bytes:
                 shutil.copy(f"{db}{suffix}", Path(tmp) / f"opencode.db{suffix}")
         conn = sqlite3.connect(Path(tmp) / "opencode.db")
         try:
-            rows = [r[0] for table in ("message", "part")
+            # a kill in OpenCode's first second finds its database made and not yet migrated
+            # (seen: 1.4 s in, "no such table: message"): it holds no reply yet
+            made = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            rows = [r[0] for table in ("message", "part") if table in made
                     for r in conn.execute(f"SELECT data FROM {table}")]  # noqa: S608 - fixed names
         finally:
             conn.close()
