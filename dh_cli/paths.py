@@ -59,6 +59,14 @@ def opencode_data_dir(env: dict | None = None) -> Path:
     return root / "opencode"
 
 
+def opencode_config_dir(env: dict | None = None) -> Path:
+    """OpenCode's global config folder (its `Path.config`: XDG_CONFIG_HOME/opencode)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME")
+    root = Path(base) if base else Path(env.get("HOME", str(Path.home()))) / ".config"
+    return root / "opencode"
+
+
 def opencode_db(env: dict | None = None) -> Path:
     env = os.environ if env is None else env
     value = env.get("OPENCODE_DB")

@@ -48,8 +48,10 @@ from .helpers.stand_ins import argv_harness, dh
     ("codex", ["--approve-for-me"], AUTO, set()),
     ("codex", ["-c", 'sandbox_mode="danger-full-access"', "exec", "hi"], ALL, set()),
     ("codex", ["-c", 'model="o3"', "exec", "hi"], ASK, set()),
-    ("opencode", ["run", "hi"], ASK, set()),
+    ("opencode", ["run", "hi"], ALL, set()),  # with no config 1.18.33 allows every tool
     ("opencode", ["run", "--auto", "hi"], ALL, set()),
+    ("opencode", ["run", "--yolo", "hi"], ALL, set()),  # hidden aliases of --auto
+    ("opencode", ["run", "--dangerously-skip-permissions", "hi"], ALL, set()),
     ("pi", ["-p", "--tools", "read", "hi"], ALL, set()),  # Pi asks before nothing
 ])
 def test_each_harness_s_flags_read_as_a_level(harness, args, level, tools):
@@ -204,19 +206,21 @@ def _settings(home, permissions) -> None:
 ])
 def test_claude_code_s_user_settings_read_as_a_grant(tmp_path, permissions, here, there):
     wrapper = get_wrapper("claude-code")
-    assert wrapper.settings_grant(tmp_path / "none") is None
+    assert wrapper.settings_grant({"CLAUDE_CONFIG_DIR": str(tmp_path / "none")}, []) is None
     _settings(tmp_path, permissions)
-    assert wrapper.settings_grant(tmp_path) == here
-    assert wrapper.settings_grant(tmp_path, needed=True) == there
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+    assert wrapper.settings_grant(env, []) == here
+    assert wrapper.settings_grant(env, [], needed=True) == there
 
 
 def test_a_level_flag_wins_over_the_settings_and_their_tools_join(tmp_path):
     wrapper = get_wrapper("claude-code")
     _settings(tmp_path, {"defaultMode": "bypassPermissions", "allow": ["Read"]})
-    assert launch_grant(wrapper, ["-p", "hi"], tmp_path) == Grant(ALL, frozenset({"Read"}))
-    assert launch_grant(wrapper, ["-p", "--permission-mode", "plan", "hi"], tmp_path) == \
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+    assert launch_grant(wrapper, ["-p", "hi"], env) == Grant(ALL, frozenset({"Read"}))
+    assert launch_grant(wrapper, ["-p", "--permission-mode", "plan", "hi"], env) == \
         Grant(ASK, frozenset({"Read"}))
-    assert launch_grant(wrapper, ["-p", "hi"], None) == Grant(ASK)  # no home: flags alone
+    assert launch_grant(wrapper, ["-p", "hi"], None) == Grant(ASK)  # no env: flags alone
 
 
 def test_a_launch_records_the_level_its_user_settings_give(tmp_path):

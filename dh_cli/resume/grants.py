@@ -34,9 +34,9 @@ def needed(world, wrapper, session) -> Grant:
 
 def withheld(world, wrapper, session_id: str, mine: list[str], env: dict | None = None) -> str | None:
     """Why the session must not run here with this machine's flags (and the harness's own
-    settings of this user, under the home `env` names; None: none read) (None: they grant
-    at least what it had), naming the config line that would grant it."""
-    have = launch_grant(wrapper, mine, wrapper.home(env) if env is not None else None)
+    settings of this user, found from `env`; None: none read) (None: they grant at least
+    what it had), naming the config line that would grant it."""
+    have = launch_grant(wrapper, mine, env)
     if have.level == ALL:  # nothing to read: no session had more
         return None
     session = world.get_session(session_id)
@@ -76,8 +76,7 @@ def granting(configured: dict, level: str | None, env: dict | None = None) -> di
     out, wanted = dict(configured), Grant(level)
     for wrapper in {get(name) for name in names()}:
         mine = local_flags(configured, wrapper)
-        home = wrapper.home(env) if env is not None else None
-        if not launch_grant(wrapper, mine, home).covers(wanted):
+        if not launch_grant(wrapper, mine, env).covers(wanted):
             out[wrapper.name] = _raised(wrapper, mine, wanted)
     return out
 

@@ -157,7 +157,7 @@ class Supervisor(LimitWait):
         number = self.session.attempts + 1
         self.world.update_session(self.session.id, attempts=number)
         self.session = replace(self.session, attempts=number)
-        grant = launch_grant(self.wrapper, argv, self.wrapper.home(self.spec.env), needed=True)
+        grant = launch_grant(self.wrapper, argv, self.spec.env, needed=True)
         self._write(events.launch(self.spec.argv(argv), grant.to_dict()), number)
         attempt = Attempt(number)
         child = self._spawn(argv)

@@ -305,13 +305,13 @@ class Wrapper:
     grant_table: dict = {}
     grant_flags: dict[str, tuple[str, ...]] = {}
     base_grant = None
-    settings_level_flags: frozenset = frozenset()  # flags whose level wins over settings_grant's
+    settings_level_flags: frozenset = frozenset()  # flags whose level wins: grants._sets_level
+    settings_read_flags: frozenset = frozenset()  # flags whose grant settings_grant decides
 
-    def settings_grant(self, home: Path, needed: bool = False) -> "Grant | None":
-        """What the user's own settings file of the harness at `home` lets its model do (a
-        level set there, tools allowed there; a value not known read as grants.granted reads
-        a flag's); None: the harness has no such setting that dh reads. A project's settings
-        travel with its files and are not read."""
+    def settings_grant(self, env: dict, args: list[str], needed: bool = False) -> "Grant | None":
+        """What the user's own settings of the harness, found from env and args as it finds
+        them, let its model do (a value not known read as grants.granted reads a flag's);
+        None: none that dh reads. A project's settings travel with its files: not read."""
         return None
 
     def is_headless(self, args: list[str]) -> bool:

@@ -285,8 +285,8 @@ class ClaudeWrapper(ClaudeSessionPlaces, ClaudeTuiResume, Wrapper):
     settings_level_flags = frozenset({"--dangerously-skip-permissions", "--permission-mode",
                                       "--allow-dangerously-skip-permissions"})
 
-    def settings_grant(self, home: Path, needed: bool = False) -> Grant | None:
-        return settings_grant(home, needed)
+    def settings_grant(self, env: dict, args: list[str], needed: bool = False) -> Grant | None:
+        return settings_grant(self.home(env), needed)
 
     def _split(self, args: list[str]) -> tuple[list[list[str]], list[str]]:
         return parse_argv(args, self.value_flags, VARIADIC_FLAGS)

@@ -30,7 +30,7 @@ from .base import (UUID_SHAPE, LaunchPlan, NativeSession, NativeSource, Wrapper,
                    split_args, text_of)
 from .common import (iso_now, json_line, json_objects, kept_flags, options, parse_argv,
                      prompt_tail, stdout_object)
-from .codex_grants import GRANT_FLAGS, GRANT_TABLE
+from .codex_grants import CodexGrants
 from .codex_index import CodexSessionPlaces
 from .identity import modified_since, same_dir
 from .limits import Limit, limit, reset_after
@@ -81,7 +81,7 @@ def codex_usage(usage: dict) -> dict:
                   reasoning=whole(usage.get("reasoning_output_tokens")))
 
 
-class CodexWrapper(CodexSessionPlaces, Wrapper):
+class CodexWrapper(CodexSessionPlaces, CodexGrants, Wrapper):
     name = "codex"
     native_id_shape = UUID_SHAPE  # the thread id (a UUIDv7 in the pinned 0.171)
     binary = "codex"
@@ -257,7 +257,6 @@ class CodexWrapper(CodexSessionPlaces, Wrapper):
     value_flags = VALUE_FLAGS
     travels = frozenset({"-m", "--model", "--json", "--color"})
     command_words = frozenset(EXEC_WORDS | {"resume"})
-    grant_table, grant_flags = GRANT_TABLE, GRANT_FLAGS  # codex_grants.py
 
     def _command(self, args: list[str]) -> tuple[int | None, list[str]]:
         """The index of the subcommand word (`exec`, `e` or `resume`; None for a plain

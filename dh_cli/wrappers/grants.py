@@ -6,8 +6,9 @@ runs a session from elsewhere gives its own (`local_flags`). So that it never ru
 fewer, the launch records the *grant* its flags gave (`Grant.to_dict`: a level and the tools
 allowed by name, never the flags), and a machine resumes the session only when its own
 flags grant at least as much (`Grant.covers`). Each wrapper holds its harness's table
-(`grant_table`: flag -> what it grants, `grant_flags`: the flags that grant a level), and
-`base_grant`, what the harness does with no flag at all.
+(`grant_table`: flag -> what it grants, `grant_flags`: the flags that grant a level),
+`base_grant`, what the harness does with no flag at all, and `settings_grant`, what the
+user's own config of the harness grants where no flag says otherwise (launch_grant).
 
 Levels, in order: `ask` (every tool that changes something asks, or is denied headless),
 `edits` (file edits in the workspace without asking), `auto` (the harness's own reviewer
@@ -70,15 +71,17 @@ def tools_named(values: list[str]) -> frozenset[str]:
     return frozenset(_TOOL.findall(" ".join(values)))
 
 
-def granted(wrapper, args: list[str], needed: bool = False) -> Grant:
-    """What args let the harness's model do. A flag whose value the table does not know
-    grants nothing when it is this machine's (needed=False) and everything when it is what
-    a session ran with (needed=True): either way dh never runs with less than it had."""
+def granted(wrapper, args: list[str], needed: bool = False, base: Grant | None = None) -> Grant:
+    """What args let the harness's model do, on top of `base` (what its settings grant,
+    having read the flags in `settings_read_flags` themselves; None: its `base_grant`). A
+    flag whose value the table does not know grants nothing when it is this machine's
+    (needed=False) and everything when it is what a session ran with (needed=True): either
+    way dh never runs with less than it had."""
     groups, _ = parse_argv(args, wrapper.value_flags, wrapper.variadic_flags)
-    grant = wrapper.base_grant or Grant()
+    grant = base if base is not None else wrapper.base_grant or Grant()
     for group in groups:
         read = wrapper.grant_table.get(flag_name(group))
-        if read is None:
+        if read is None or (base is not None and flag_name(group) in wrapper.settings_read_flags):
             continue
         values = [group[0].partition("=")[2]] if "=" in group[0] else group[1:]
         found = read(values)
@@ -86,20 +89,31 @@ def granted(wrapper, args: list[str], needed: bool = False) -> Grant:
     return grant
 
 
-def launch_grant(wrapper, args: list[str], home=None, needed: bool = False) -> Grant:
-    """What a launch with args lets the harness's model do: its flags, joined with what the
-    user's settings of the harness at `home` grant (a level there counts only when no flag
-    sets one: the harness's flag wins over its settings). Recorded by each launch and
-    read for this machine's side of the comparison, so a level set in a settings file on one
-    machine and not on the other is never lost on the way."""
-    grant = granted(wrapper, args, needed)
-    settings = wrapper.settings_grant(home, needed) if home is not None else None
+def launch_grant(wrapper, args: list[str], env: dict | None = None, needed: bool = False) -> Grant:
+    """What a launch with args lets the harness's model do: its flags on top of what the
+    user's settings of the harness (found from `env` as the harness finds them; None: none
+    read) grant in place of its `base_grant` (a level there counts only when no flag sets
+    one: the harness's flag wins over its settings; a setting may grant less than the
+    harness does with none, as OpenCode's). Recorded by each launch and read for this
+    machine's side of the comparison, so a level set in a settings file on one machine and
+    not on the other is never lost on the way."""
+    settings = wrapper.settings_grant(env, args, needed) if env is not None else None
     if settings is None:
-        return grant
+        return granted(wrapper, args, needed)
     groups, _ = parse_argv(args, wrapper.value_flags, wrapper.variadic_flags)
-    if any(flag_name(g) in wrapper.settings_level_flags for g in groups):
+    if any(_sets_level(wrapper, g) for g in groups):
         settings = Grant(ASK, settings.tools)
-    return grant.joined(settings)
+    return granted(wrapper, args, needed, base=settings)
+
+
+def _sets_level(wrapper, group: list[str]) -> bool:
+    """The flag sets the level itself: named in `settings_level_flags`, or, for a flag whose
+    value is `key=value` (Codex's `-c`), named there with its key (`-c sandbox_mode`)."""
+    name = flag_name(group)
+    if name in wrapper.settings_level_flags:
+        return True
+    value = group[0].partition("=")[2] if "=" in group[0] else (group[1] if len(group) > 1 else "")
+    return f"{name} {value.partition('=')[0].strip()}" in wrapper.settings_level_flags
 
 
 def flags_for(wrapper, needed: Grant) -> list[str]:

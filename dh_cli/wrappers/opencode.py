@@ -39,9 +39,9 @@ from ..tokens import counts, whole
 from .base import (LaunchPlan, NativeSession, NativeSource, Relaunch, TurnState, Wrapper,
                    last_opener, split_args)
 from .common import kept_flags, options, parse_argv, prompt_tail, stdout_object
-from .grants import ALL, switch
 from .identity import pick_launched, same_dir
 from .limits import CLAIMS, Limit, api_limit_kind, limit, retry_after
+from .opencode_grants import OpenCodeGrants
 from .opencode_rows import latest_rows, row_data, row_key, row_order
 
 FINAL_FINISH = {"stop", "length", "end_turn"}
@@ -63,7 +63,7 @@ def opencode_usage(tokens: dict, cache: dict) -> dict:
                   cache_write=whole(cache.get("write")),
                   output=whole(tokens.get("output")) + reasoning, reasoning=reasoning)
 
-class OpenCodeWrapper(Wrapper):
+class OpenCodeWrapper(OpenCodeGrants, Wrapper):
     name = "opencode"
     native_id_shape = re.compile(r"ses_[0-9A-Za-z]{12,64}")  # ses_ + 12 hex + 14 base62 today
     binary = "opencode"
@@ -268,9 +268,6 @@ class OpenCodeWrapper(Wrapper):
     value_flags = VALUE_FLAGS
     travels = frozenset({"-m", "--model", "--format", "--variant"})
     command_words = frozenset({"run"})
-    # `opencode run --auto` (1.x's --help): approves what its config does not deny
-    grant_table = {"--auto": switch(ALL)}
-    grant_flags = {ALL: ("--auto",)}
 
     def _run_index(self, args: list[str]) -> int | None:
         """The index of the `run` subcommand, when the first positional word is `run`."""
