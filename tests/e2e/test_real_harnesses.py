@@ -38,8 +38,8 @@ from tests.fakes.model_server import tool_results
 from tests.helpers.real_runs import (MAY_HAVE_RUN, RUN_TIMEOUT, STALL_SCRIPT, TOOL_SCRIPT,
                                      check_log_holds_every_record_once, check_no_rebilling, events,
                                      final_text_logged, finish, launched_pid, leftover_processes,
-                                     logged, read, session_of, spawn_dh, wait_for_sleep,
-                                     wait_until_logged)
+                                     logged, newest_session, read, session_of, spawn_dh,
+                                     wait_for_sleep, wait_until_logged)
 from tests.rig import HARNESSES, HEADLESS_ARGS, SCRIPT
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +76,23 @@ def test_multi_step_turn(real_rig, harness):
     assert final_text_logged(rig)
     check_log_holds_every_record_once(rig, harness)
     assert "resuming" not in result.stderr.decode()
+
+
+@pytest.mark.harnesses("codex")
+def test_codex_s_config_sandbox_is_the_grant_its_launch_records(real_rig):
+    """No sandbox flag: Codex runs with its config.toml's sandbox_mode (the rig's
+    danger-full-access, as its own turn_context says), and dh's launch records it as `all`:
+    what a machine that takes the session over must grant (wrappers/codex_grants.py)."""
+    rig = real_rig({"replies": [{"text": "All done."}]})
+    done = rig.dh("run", "codex", "--", "exec", "--json", "--skip-git-repo-check", "Say done.",
+                  timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    _, main = newest_session(rig)
+    contexts = [json.loads(line)["payload"] for line in main.read_text().splitlines()
+                if json.loads(line).get("type") == "turn_context"]
+    assert contexts and {c["sandbox_policy"]["type"] for c in contexts} == {"danger-full-access"}
+    launches = [e.details["grant"] for e in events(rig) if e.type == "launch"]
+    assert launches == [{"level": "all", "tools": []}]
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
