@@ -12,6 +12,7 @@ import os
 import pytest
 
 from dh_cli import events
+from dh_cli.resume.grants import withheld
 from dh_cli.worlds.local import LocalWorld
 from dh_cli.wrappers import get as get_wrapper
 from dh_cli.wrappers.grants import ALL, ASK, AUTO, EDITS, Grant, launch_grant
@@ -70,7 +71,8 @@ def test_the_profile_file_wins_over_config_toml_and_flags_over_both(tmp_path):
 
 def test_a_legacy_profile_table_is_not_read(tmp_path):
     """0.171.0 exits at once on `profile = "x"`, and ignores `[profiles.x]` without it."""
-    env = _codex_home(tmp_path, 'sandbox_mode = "workspace-write"\n[profiles.x]\nsandbox_mode = "danger-full-access"\n')
+    env = _codex_home(tmp_path, 'sandbox_mode = "workspace-write"\n'
+                                '[profiles.x]\nsandbox_mode = "danger-full-access"\n')
     assert launch_grant(CODEX, ["exec", "hi"], env).level == EDITS
 
 
@@ -82,7 +84,8 @@ def test_ignore_user_config_reads_neither_file(tmp_path):
 
 
 @pytest.mark.parametrize("text", [
-    b'sandbox_mode = "danger-full-access"\nsandbox_mode = [', b'sandbox_mode = "danger-full-access"\n\xff\xfe',
+    b'sandbox_mode = "danger-full-access"\nsandbox_mode = [',
+    b'sandbox_mode = "danger-full-access"\n\xff\xfe',
     b'# big\n' + b'#' * (1 << 20) + b'\nsandbox_mode = "danger-full-access"\n', b'model = "o3"\n',
 ], ids=["not-toml", "not-utf8", "huge", "no-sandbox"])
 def test_a_bad_huge_or_silent_codex_config_sets_nothing(tmp_path, text):
@@ -187,6 +190,21 @@ def test_a_huge_opencode_config_is_not_read(tmp_path):
     assert OPENCODE.settings_grant(env, ["run"]) == Grant(ASK)
 
 
+def test_where_opencode_s_config_denies_no_flag_is_suggested(tmp_path):
+    """--auto approves what the config asks, never what it denies: the refusal says so."""
+    world = LocalWorld()
+    session = world.create_session("opencode", home=str(tmp_path), cwd=str(tmp_path),
+                                   argv=json.dumps(["run", "hi"]))
+    events.add(world, session.id, events.launch(["opencode", "run", "hi"], Grant(ALL).to_dict()))
+    env = _opencode_config(tmp_path, {"permission": {"bash": "ask"}})
+    assert 'add `opencode = ["--auto"]` under [local_flags]' in withheld(world, OPENCODE, session.id, [], env)
+    _opencode_config(tmp_path, {"permission": {"bash": "deny"}})
+    reason = withheld(world, OPENCODE, session.id, [], env)
+    assert "this machine grants edits, and no flag of opencode grants more here" in reason
+    assert "[local_flags]" not in reason and "--grant" not in reason
+    world.close()
+
+
 # the command ---------------------------------------------------------------------------------
 def test_a_codex_launch_records_the_sandbox_of_its_config(tmp_path):
     env = {**os.environ, "DH_CODEX_BIN": str(argv_harness(tmp_path)),
@@ -205,7 +223,8 @@ def _recorded_elsewhere(tmp_path) -> tuple[str, dict]:
     there = tmp_path / "there"
     there.mkdir()
     sid, env = imported(tmp_path, "codex", ["exec", "hi"])
-    grant = launch_grant(CODEX, ["exec", "hi"], _codex_home(there, _sandbox("danger-full-access")), needed=True)
+    full_access = _codex_home(there, _sandbox("danger-full-access"))
+    grant = launch_grant(CODEX, ["exec", "hi"], full_access, needed=True)
     world = LocalWorld()
     events.add(world, sid, events.launch(["codex", "exec", "hi"], grant.to_dict()))
     world.close()

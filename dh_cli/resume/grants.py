@@ -43,10 +43,14 @@ def withheld(world, wrapper, session_id: str, mine: list[str], env: dict | None 
     want = needed(world, wrapper, session)
     if have.covers(want):
         return None
-    flags = json.dumps([*mine, *flags_for(wrapper, want)])
+    flags = [*mine, *flags_for(wrapper, want)]
     level = want.level if not want.tools else ALL  # --grant names a level, not tools
-    return (f"session {session.id} ran with {wrapper.name} granting {want.describe()}; this "
-            f"machine grants {have.level}: add `{wrapper.name} = {flags}` under [local_flags] "
+    said = f"session {session.id} ran with {wrapper.name} granting {want.describe()}; this machine grants"
+    # OpenCode's --auto approves what its config asks, never what it denies: no flag helps
+    if not launch_grant(wrapper, flags, env).covers(want):
+        return (f"{said} {have.level}, and no flag of {wrapper.name} grants more here: its own "
+                f"config on this machine denies it; change that to let it run here")
+    return (f"{said} {have.level}: add `{wrapper.name} = {json.dumps(flags)}` under [local_flags] "
             f"in {config_path()} (or give --grant {level}) to let it run here")
 
 
