@@ -105,8 +105,9 @@ def replicated(rig: Rig, team: Team) -> str:
     """The session id, once the local log holds every line Pi has written (it waits on the
     model: nothing more comes) and the world every record of the local log. What is not yet
     committed locally when a machine dies is not the world's to keep, so a test that kills
-    the machine sooner cannot say what the world must hold (seen under a load of 5: a reply
-    asked for again on the next machine, the mirror a tick behind when the test looked)."""
+    the machine sooner cannot say what the world must hold (a reply asked for again on the
+    next machine was seen once under a load of 5; a log a tick behind the harness when the
+    test looked is one way to it, not confirmed as that one)."""
     def caught_up():
         sessions = rig.world().list_sessions()
         if not sessions:
