@@ -52,19 +52,20 @@ def pi_home(env: dict | None = None) -> Path:
     return Path(value) if value else Path(env.get("HOME", str(Path.home()))) / ".pi" / "agent"
 
 
-def opencode_data_dir(env: dict | None = None) -> Path:
+def _xdg_opencode(env: dict | None, variable: str, *default: str) -> Path:
+    """OpenCode's folder under an XDG base folder: the variable's, else HOME/<default>."""
     env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME")
-    root = Path(base) if base else Path(env.get("HOME", str(Path.home()))) / ".local" / "share"
-    return root / "opencode"
+    base = env.get(variable)
+    return (Path(base) if base else Path(env.get("HOME", str(Path.home())), *default)) / "opencode"
+
+
+def opencode_data_dir(env: dict | None = None) -> Path:
+    return _xdg_opencode(env, "XDG_DATA_HOME", ".local", "share")
 
 
 def opencode_config_dir(env: dict | None = None) -> Path:
     """OpenCode's global config folder (its `Path.config`: XDG_CONFIG_HOME/opencode)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME")
-    root = Path(base) if base else Path(env.get("HOME", str(Path.home()))) / ".config"
-    return root / "opencode"
+    return _xdg_opencode(env, "XDG_CONFIG_HOME", ".config")
 
 
 def opencode_db(env: dict | None = None) -> Path:
